@@ -1,0 +1,23 @@
+/** The whole HTTP contract: every group, served under /v1 and as unprefixed aliases. */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
+import { InfoApi } from "./Info/Api.js"
+import { SERVICE_VERSION } from "./Info/Version.js"
+import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
+import { openApiFixups } from "./Http/OpenApiFixups.js"
+
+export class Api extends HttpApi.make("attestd")
+  .add(AttestationsApi)
+  .add(VerificationApi)
+  .add(LookupApi)
+  .add(InfoApi)
+  .addError(PayloadTooLargeEnvelope)
+  .addError(InternalErrorEnvelope)
+  .annotate(OpenApi.Title, "attestd")
+  .annotate(OpenApi.Version, SERVICE_VERSION)
+  .annotate(
+    OpenApi.Description,
+    "Content-blind attestation service. Every path is served under /v1 (the stable contract) and without the prefix as a compatibility alias. Errors use the envelope {error: true, code, message, details}; every response carries X-Request-Id."
+  )
+  .annotate(OpenApi.Transform, openApiFixups)
+{}

@@ -1,0 +1,250 @@
+/** Handlers for attest, verify and lookup. */
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Clock, Effect, Option } from "effect"
+import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
+import { hasScope } from "../Auth/Domain.js"
+import { Quota } from "../Auth/Quota.js"
+import { parseAttestationRef } from "../Domain/AttestationId.js"
+import { AuthError, NotFound, ValidationError } from "../Domain/Errors.js"
+import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
+import { formatMillis } from "../Domain/Time.js"
+import { Api } from "../Api.js"
+import { type Attested, Attestor } from "./Attestor.js"
+import { type Attestation, EXTRA_DATA_MAX_BYTES } from "./Domain.js"
+import { AttestationRepo } from "./Repo.js"
+import { Evidence } from "./Evidence.js"
+
+const itemOf = (a: Attested) => ({
+  id: a.attestation.id,
+  hash_hex: a.attestation.hashHex,
+  timestamp: a.attestation.registeredAt,
+  signature: a.attestation.signature,
+  signing_key_id: a.attestation.signingKeyId,
+  format_version: a.attestation.formatVersion,
+  status: a.created ? "created" as const : "existing" as const,
+  etag: a.claim.etag,
+  claim_id: a.claim.id,
+  source: a.claim.source,
+  extra_data: a.claim.extraData ?? null,
+  client_encrypted: a.claim.clientEncrypted
+})
+
+/** Checks extra_data's size, and its shape when the client encrypted it. */
+export const checkExtraData = (extraData: unknown, clientEncrypted: boolean) =>
+  Effect.gen(function*() {
+    if (extraData === null || extraData === undefined) return
+    const size = Buffer.byteLength(JSON.stringify(extraData), "utf8")
+    if (size > EXTRA_DATA_MAX_BYTES) {
+      return yield* new ValidationError({
+        message: `extra_data must be at most ${EXTRA_DATA_MAX_BYTES} bytes of JSON`,
+        details: [{ path: ["extra_data"], message: `${size} bytes` }]
+      })
+    }
+    if (clientEncrypted) {
+      const e = extraData as Record<string, unknown>
+      const b64url = /^[A-Za-z0-9_-]+={0,2}$/
+      const ok = typeof e.iv === "string" && b64url.test(e.iv) && typeof e.ciphertext === "string" &&
+        b64url.test(e.ciphertext) && (e.alg === undefined || e.alg === "A256GCM") &&
+        Object.keys(e).every((k) => k === "alg" || k === "iv" || k === "ciphertext")
+      if (!ok) {
+        return yield* new ValidationError({
+          message: "with client_encrypted, extra_data must be {alg: \"A256GCM\", iv, ciphertext} in Base64URL",
+          details: [{ path: ["extra_data"], message: "not an encrypted blob" }]
+        })
+      }
+    }
+  })
+
+export const findAttestation = (rawId: string) =>
+  Effect.gen(function*() {
+    const ref = parseAttestationRef(rawId)
+    const notFound = new NotFound({ message: `attestation ${rawId.trim().slice(0, 80)} not found` })
+    if (!ref) return yield* notFound
+    const repo = yield* AttestationRepo
+    const found = yield* Effect.orDie(repo.findByRef(ref))
+    if (!found) return yield* notFound
+    return found
+  })
+
+const statusOf = (a: Attestation) => ({
+  id: a.id,
+  hash_hex: a.hashHex,
+  level: a.level,
+  t0_timestamp: a.registeredAt,
+  t1_timestamp: a.t1At,
+  t2_timestamp: a.t2At,
+  t2_bitcoin_block: a.t2Block,
+  signature_available: true,
+  merkle_proof_available: a.level !== "T0",
+  ots_available: false
+})
+
+export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handlers) =>
+  Effect.gen(function*() {
+    const attestor = yield* Attestor
+    const quota = yield* Quota
+    return handlers
+      .handle("attest", ({ payload }) =>
+        Effect.gen(function*() {
+          const key = yield* requireScope("attest")
+          const clientEncrypted = payload.client_encrypted ?? false
+          yield* checkExtraData(payload.extra_data, clientEncrypted)
+          yield* quota.consume(key, 1)
+          const [result] = yield* attestor.attest({
+            key,
+            hashes: [payload.hash_hex],
+            source: payload.source ?? null,
+            extraData: payload.extra_data ?? null,
+            clientEncrypted
+          })
+          const item = itemOf(result!)
+          return HttpServerResponse.unsafeJson(item, { status: result!.created ? 201 : 200 })
+        }))
+      .handle("attestBatch", ({ payload }) =>
+        Effect.gen(function*() {
+          const key = yield* requireAnyScope(["attest", "batch"])
+          const clientEncrypted = payload.client_encrypted ?? false
+          yield* checkExtraData(payload.extra_data, clientEncrypted)
+          const hashes = [...new Set(payload.hashes)]
+          yield* quota.consume(key, hashes.length)
+          const results = yield* attestor.attest({
+            key,
+            hashes,
+            source: payload.source ?? null,
+            extraData: payload.extra_data ?? null,
+            clientEncrypted
+          })
+          const created = results.filter((r) => r.created).length
+          return HttpServerResponse.unsafeJson({
+            created,
+            existing: results.length - created,
+            attestations: results.map(itemOf)
+          })
+        }))
+  }))
+
+export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handlers) =>
+  Effect.gen(function*() {
+    const repo = yield* AttestationRepo
+    const auth = yield* Authenticator
+
+    const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
+      Effect.gen(function*() {
+        const found = yield* Effect.orDie(repo.findByHashes(hashes))
+        const byHash = new Map(found.map((a) => [a.hashHex, a]))
+        const claims = keyId === undefined
+          ? new Map()
+          : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
+        return { byHash, claims }
+      })
+
+    return handlers
+      .handle("verify", ({ payload }) =>
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const key = yield* auth.optionalKey(request.headers.authorization)
+          const { byHash, claims } = yield* lookup([payload.hash_hex], Option.getOrUndefined(key)?.id)
+          const a = byHash.get(payload.hash_hex)
+          if (!a) return HttpServerResponse.unsafeJson({ exists: false, hash_hex: payload.hash_hex })
+          const claim = claims.get(a.seq)
+          return HttpServerResponse.unsafeJson({
+            exists: true,
+            hash_hex: a.hashHex,
+            id: a.id,
+            timestamp: a.registeredAt,
+            level: a.level,
+            verified_at: formatMillis(yield* Clock.currentTimeMillis),
+            ...(claim ? { source: claim.source } : {})
+          })
+        }))
+      .handle("verifyBatch", ({ payload }) =>
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const detailed = payload.detailed === true
+          let key = yield* auth.optionalKey(request.headers.authorization)
+          if (detailed) {
+            const authorization = request.headers.authorization
+            if (!authorization?.startsWith("Bearer ")) {
+              return yield* new AuthError({ message: "detailed batch verify needs an API key" })
+            }
+            const principal = yield* auth.authenticate(authorization.slice(7).trim())
+            key = Option.some(principal.key)
+          }
+          const hashes = [...new Set(payload.hashes)]
+          const { byHash, claims } = yield* lookup(hashes, Option.getOrUndefined(key)?.id)
+          const verifiedAt = formatMillis(yield* Clock.currentTimeMillis)
+          const showMetadata = Option.match(key, { onNone: () => false, onSome: (k) => hasScope(k, "metadata:read") })
+          const results = payload.hashes.map((hash) => {
+            const a = byHash.get(hash)
+            if (!a) return { exists: false, hash_hex: hash }
+            const claim = claims.get(a.seq)
+            return {
+              exists: true,
+              hash_hex: a.hashHex,
+              id: a.id,
+              timestamp: a.registeredAt,
+              level: a.level,
+              verified_at: verifiedAt,
+              ...(claim ? { source: claim.source } : {}),
+              ...(detailed
+                ? {
+                  certification_level: a.level,
+                  t0_timestamp: a.registeredAt,
+                  t1_timestamp: a.t1At,
+                  t2_timestamp: a.t2At,
+                  ...(showMetadata
+                    ? {
+                      claim: claim
+                        ? {
+                          claim_id: claim.id,
+                          source: claim.source,
+                          extra_data: claim.extraData ?? null,
+                          client_encrypted: claim.clientEncrypted,
+                          etag: claim.etag
+                        }
+                        : null
+                    }
+                    : {})
+                }
+                : {})
+            }
+          })
+          return HttpServerResponse.unsafeJson({
+            found: results.filter((r) => r.exists).length,
+            count: results.length,
+            results
+          })
+        }))
+  }))
+
+export const LookupLive = HttpApiBuilder.group(Api, "lookup", (handlers) =>
+  Effect.gen(function*() {
+    const evidence = yield* Evidence
+    return handlers
+      .handle("attestation", ({ path }) =>
+        Effect.map(findAttestation(path.id), (a) => ({
+          id: a.id,
+          hash_hex: a.hashHex as never,
+          timestamp: a.registeredAt,
+          signature: a.signature,
+          format_version: a.formatVersion,
+          signing_key_id: a.signingKeyId
+        })))
+      .handle("status", ({ path }) =>
+        Effect.flatMap(findAttestation(path.id), (a) => Effect.map(evidence.otsAvailable(a), (ots) => ({
+          ...statusOf(a),
+          hash_hex: a.hashHex as never,
+          ots_available: ots
+        }))))
+      .handle("signature", ({ path }) =>
+        Effect.map(findAttestation(path.id), (a) => ({
+          id: a.id,
+          signature: a.signature,
+          algorithm: T0_ALGORITHM,
+          signing_key_id: a.signingKeyId,
+          format_version: a.formatVersion,
+          registered_at: a.registeredAt,
+          signed_payload: t0Payload(a.hashHex, a.registeredAt, a.formatVersion)
+        })))
+      .handle("evidence", ({ path }) => Effect.flatMap(findAttestation(path.id), evidence.bundle))
+  }))

@@ -1,0 +1,100 @@
+/**
+ * Authentication and authorisation: key lookup by hash, revocation, environment,
+ * IP allowlist, the per-key sliding-window limit, and scope checks.
+ */
+import { Effect, Layer, Option, Redacted } from "effect"
+import { AuthError, Forbidden } from "../Domain/Errors.js"
+import { AppConfig } from "../Platform/Config.js"
+import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { Authentication, CurrentPrincipal, type Principal } from "./Api.js"
+import { ApiKeyRepo } from "./ApiKeyRepo.js"
+import { ipAllowed } from "./ClientAddress.js"
+import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret, hasScope, type Scope } from "./Domain.js"
+import { RateLimiter } from "./RateLimiter.js"
+import { RateLimited } from "../Domain/Errors.js"
+
+const invalidKey = new AuthError({ message: "invalid or missing API key" })
+
+export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
+  effect: Effect.gen(function*() {
+    const repo = yield* ApiKeyRepo
+    const config = yield* AppConfig
+    const limiter = yield* RateLimiter
+
+    /** Resolves a presented API key, or fails with 401; checks env and allowlist (403). */
+    const resolveKey = (presented: string) =>
+      Effect.gen(function*() {
+        if (!API_KEY_PATTERN.test(presented)) return yield* invalidKey
+        const hash = hashSecret(presented)
+        const key = yield* Effect.orDie(repo.findByHash(hash))
+        if (!key || !digestsEqual(key.keyHash, hash) || key.revokedAt !== null) return yield* invalidKey
+        if (key.env !== null && key.env !== config.environment) {
+          return yield* new Forbidden({
+            message: `this key is restricted to the ${key.env} environment; this server is ${config.environment}`
+          })
+        }
+        if (key.allowIps !== null && key.allowIps.length > 0) {
+          const meta = yield* currentRequestMeta
+          if (!ipAllowed(key.allowIps, meta.clientIp)) {
+            return yield* new Forbidden({ message: `requests from ${meta.clientIp || "this address"} are not allowed for this key` })
+          }
+        }
+        return key
+      })
+
+    /** Counts the request against the key's per-minute limit (429 when over). */
+    const admit = (key: ApiKey) =>
+      Effect.gen(function*() {
+        const verdict = yield* limiter.hit(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit)
+        const meta = yield* currentRequestMeta
+        const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
+        meta.rateLimit = info
+        if (!verdict.allowed) {
+          return yield* new RateLimited({
+            message: `rate limit of ${verdict.limit} requests per minute exceeded`,
+            details: { limit: verdict.limit, retry_after: verdict.retryAfter },
+            rateLimit: info
+          })
+        }
+      })
+
+    const authenticate = (presented: string) =>
+      Effect.gen(function*() {
+        const key = yield* resolveKey(presented)
+        yield* admit(key)
+        return { _tag: "ApiKey", key } as Principal
+      })
+
+    /** For public endpoints: the caller's key when a valid one is presented, never counted or failed. */
+    const optionalKey = (authorization: string | undefined) =>
+      Effect.gen(function*() {
+        if (!authorization || !authorization.startsWith("Bearer ")) return Option.none<ApiKey>()
+        return yield* resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
+      })
+
+    return { authenticate, optionalKey, resolveKey }
+  })
+}) {}
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.map(Authenticator, (auth) => ({
+    bearer: (token: Redacted.Redacted<string>) => auth.authenticate(Redacted.value(token).trim())
+  }))
+)
+
+/** The calling key when it holds `scope`, else 403 FORBIDDEN. */
+export const requireScope = (scope: Scope) =>
+  Effect.flatMap(CurrentPrincipal, (principal) =>
+    principal._tag === "ApiKey" && hasScope(principal.key, scope)
+      ? Effect.succeed(principal.key)
+      : Effect.fail(new Forbidden({ message: `this key lacks the ${scope} scope`, details: { required_scope: scope } })))
+
+/** The calling key when it holds one of `scopes`. */
+export const requireAnyScope = (scopes: ReadonlyArray<Scope>) =>
+  Effect.flatMap(CurrentPrincipal, (principal) =>
+    principal._tag === "ApiKey" && scopes.some((s) => hasScope(principal.key, s))
+      ? Effect.succeed(principal.key)
+      : Effect.fail(
+        new Forbidden({ message: `this key lacks any of the scopes ${scopes.join(", ")}`, details: { required_scope: scopes } })
+      ))

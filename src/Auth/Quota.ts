@@ -1,0 +1,33 @@
+/** Monthly quotas: hashes submitted for attestation, per key, per UTC month. */
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect } from "effect"
+import { QuotaExceeded } from "../Domain/Errors.js"
+import { secondsToNextUtcMonth, utcMonth } from "../Domain/Time.js"
+import type { ApiKey } from "./Domain.js"
+
+export class Quota extends Effect.Service<Quota>()("Auth/Quota", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    /** Adds `units` to this month's usage, or fails with QUOTA_EXCEEDED and changes nothing. */
+    const consume = (key: ApiKey, units: number) =>
+      Effect.gen(function*() {
+        if (key.monthlyQuota === null || units <= 0) return
+        const now = yield* Clock.currentTimeMillis
+        const month = utcMonth(now)
+        const quota = key.monthlyQuota
+        const exceeded = new QuotaExceeded({
+          message: `monthly quota of ${quota} hashes exhausted for ${month}`,
+          details: { quota, month },
+          retryAfter: secondsToNextUtcMonth(now)
+        })
+        if (units > quota) return yield* exceeded
+        const rows = yield* sql<{ used: number | string }>`
+          INSERT INTO quota_usage (api_key_id, month, used) VALUES (${key.id}, ${month}, ${units})
+          ON CONFLICT (api_key_id, month) DO UPDATE SET used = quota_usage.used + excluded.used
+          WHERE quota_usage.used + excluded.used <= ${quota}
+          RETURNING used`.pipe(Effect.orDie)
+        if (rows.length === 0) return yield* exceeded
+      })
+    return { consume }
+  })
+}) {}

@@ -1,0 +1,19 @@
+/** A SHA-256 digest as 64 lowercase hex characters: the only thing the service ever sees of a document. */
+import { Schema } from "effect"
+
+export const HASH_HEX_PATTERN = /^[0-9a-f]{64}$/
+
+export const HashHex = Schema.String.pipe(
+  Schema.pattern(HASH_HEX_PATTERN, {
+    message: () => "must be exactly 64 lowercase hex characters (a SHA-256 digest)"
+  }),
+  Schema.brand("HashHex"),
+  Schema.annotations({
+    identifier: "HashHex",
+    description: "SHA-256 digest, 64 lowercase hex characters",
+    examples: ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" as never]
+  })
+)
+export type HashHex = typeof HashHex.Type
+
+export const isHashHex = (s: unknown): s is HashHex => typeof s === "string" && HASH_HEX_PATTERN.test(s)

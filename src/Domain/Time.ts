@@ -1,0 +1,33 @@
+/** Timestamps in the wire format: `YYYY-MM-DDTHH:MM:SS.ffffff+00:00` (microseconds, literal +00:00). */
+
+export const formatMicros = (micros: bigint): string => {
+  const millis = micros / 1000n
+  const sub = Number(micros % 1000000n)
+  const iso = new Date(Number(millis)).toISOString() // YYYY-MM-DDTHH:MM:SS.mmmZ
+  return `${iso.slice(0, 19)}.${String(sub).padStart(6, "0")}+00:00`
+}
+
+export const formatMillis = (millis: number): string => formatMicros(BigInt(Math.trunc(millis)) * 1000n)
+
+export const nanosToMicros = (nanos: bigint): bigint => nanos / 1000n
+
+const WIRE_TIME = /^(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\.(\d{6})\+00:00$/
+
+/** Parses the wire format back to microseconds since the epoch, or undefined. */
+export const parseMicros = (s: string): bigint | undefined => {
+  const m = WIRE_TIME.exec(s)
+  if (!m) return undefined
+  const secs = Date.parse(`${m[1]}Z`)
+  if (Number.isNaN(secs)) return undefined
+  return BigInt(secs) * 1000n + BigInt(m[2]!)
+}
+
+/** `YYYY-MM` of a UTC instant. */
+export const utcMonth = (millis: number): string => new Date(millis).toISOString().slice(0, 7)
+
+/** Seconds from `millis` to the start of the next UTC month. */
+export const secondsToNextUtcMonth = (millis: number): number => {
+  const d = new Date(millis)
+  const next = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1)
+  return Math.max(1, Math.ceil((next - millis) / 1000))
+}

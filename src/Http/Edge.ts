@@ -1,0 +1,185 @@
+/**
+ * The edge of the HTTP service: request ids, the /v1 alias, the body limit,
+ * client addresses, public rate limits, and the mapping of every failure
+ * (typed errors, decode errors, unknown routes, defects) to the error envelope.
+ */
+import { Headers, HttpApi, HttpApiBuilder, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option } from "effect"
+import { randomUUID } from "node:crypto"
+import { Api } from "../Api.js"
+import { clientAddressOf } from "../Auth/ClientAddress.js"
+import { RateLimiter } from "../Auth/RateLimiter.js"
+import * as Errors from "../Domain/Errors.js"
+import { AppConfig } from "../Platform/Config.js"
+import { errorResponse, rateLimitHeaders } from "./Envelope.js"
+import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+
+export const MAX_BODY_BYTES = 1024 * 1024
+
+interface KnownRoute {
+  readonly method: string
+  readonly pattern: RegExp
+}
+
+const toPattern = (path: string): RegExp =>
+  new RegExp("^" + path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\/:[^/]+/g, "/[^/]+") + "/?$")
+
+const knownRoutes = (): ReadonlyArray<KnownRoute> => {
+  const routes: Array<KnownRoute> = [
+    { method: "GET", pattern: toPattern("/openapi.json") },
+    { method: "GET", pattern: /^\/docs(\/.*)?$/ }
+  ]
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      routes.push({ method: endpoint.method, pattern: toPattern(endpoint.path) })
+    }
+  })
+  return routes
+}
+
+const notFoundOrMethod = (routes: ReadonlyArray<KnownRoute>, method: string, url: string): Errors.ApiError => {
+  const path = url.split("?")[0] ?? url
+  const allowed = routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
+  return allowed.length > 0 && !allowed.includes(method)
+    ? new Errors.MethodNotAllowed({
+      message: `${method} is not allowed on ${path.slice(0, 200)}`,
+      details: { allowed: [...new Set(allowed)] }
+    })
+    : new Errors.NotFound({ message: `no route for ${method} ${path.slice(0, 200)}` })
+}
+
+const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) =>
+  issues.map((i) => ({ path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: i.message }))
+
+const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
+
+/** Maps a failed request to an envelope response; unexpected failures are logged with the request id. */
+export const failureResponse = (
+  cause: Cause.Cause<unknown>,
+  routes: ReadonlyArray<KnownRoute>
+): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.gen(function*() {
+    const failure = Cause.failureOption(cause)
+    if (Option.isSome(failure)) {
+      const e = failure.value as any
+      if (Errors.isApiError(e)) return errorResponse(e)
+      if (e?._tag === "HttpApiDecodeError") {
+        const details = decodeErrorDetails(e.issues ?? [])
+        const first = details[0]
+        return errorResponse(
+          new Errors.ValidationError({
+            message: first
+              ? `invalid request: ${first.path.length ? first.path.join(".") + ": " : ""}${first.message}`
+              : "invalid request",
+            details
+          })
+        )
+      }
+      if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
+        return errorResponse(notFoundOrMethod(routes, e.request.method, e.request.url))
+      }
+    }
+    const defect = Cause.dieOption(cause)
+    if (Option.isSome(defect)) {
+      const d = defect.value as any
+      if (HttpServerError.isServerError(d) && d._tag === "RequestError") {
+        return errorResponse(
+          isBodyTooLarge(d)
+            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${MAX_BODY_BYTES} bytes` })
+            : new Errors.ValidationError({ message: "request body is not valid JSON", details: [{ path: [], message: "invalid JSON" }] })
+        )
+      }
+    }
+    const meta = yield* currentRequestMeta
+    yield* Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
+    return errorResponse(new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" }))
+  })
+
+/** HttpApi-level middleware: sees handler failures before HttpApi's own encoder would. */
+export const ApiErrorsLive = HttpApiBuilder.middleware(
+  Api,
+  Effect.sync(() => {
+    const routes = knownRoutes()
+    return (app: HttpApp.Default) => Effect.catchAllCause(app, (cause) => failureResponse(cause, routes))
+  })
+)
+
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
+
+const stripV1 = (url: string): string => {
+  if (url === "/v1" || url.startsWith("/v1?")) return "/" + url.slice(3)
+  return url.startsWith("/v1/") ? url.slice(3) : url
+}
+
+/**
+ * Bodies are JSON whatever the declared type (curl -d sends form encoding), and
+ * /v1 is stripped so one route table serves both the prefix and the alias.
+ */
+const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string) => {
+  const type = request.headers["content-type"]
+  const jsonBody = request.method !== "GET" && request.method !== "HEAD" && (type === undefined || !type.includes("json"))
+  if (!jsonBody && url === request.url) return request
+  return request.modify({
+    url,
+    ...(jsonBody ? { headers: Headers.set(request.headers, "content-type", "application/json") } : {})
+  })
+}
+
+/** The server-level middleware given to HttpApiBuilder.serve. */
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter> =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const given = request.headers["x-request-id"]
+    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID()
+    const url = stripV1(request.url)
+    const meta: RequestMetaShape = {
+      requestId,
+      clientIp: clientAddressOf(
+        Option.getOrUndefined(request.remoteAddress),
+        request.headers["x-forwarded-for"],
+        config.trustProxy
+      ),
+      path: url.split("?")[0] ?? url,
+      rateLimit: undefined
+    }
+
+    const finish = (response: HttpServerResponse.HttpServerResponse) => {
+      const headers: Record<string, string> = { "x-request-id": requestId }
+      if (meta.rateLimit && response.headers["x-ratelimit-limit"] === undefined) {
+        Object.assign(headers, rateLimitHeaders(meta.rateLimit))
+      }
+      return HttpServerResponse.setHeaders(response, headers)
+    }
+
+    const length = Number(request.headers["content-length"] ?? "0")
+    if (length > MAX_BODY_BYTES) {
+      return finish(errorResponse(new Errors.PayloadTooLarge({ message: `request body exceeds ${MAX_BODY_BYTES} bytes` })))
+    }
+    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(request.headers.authorization ?? "")) {
+      const limiter = yield* RateLimiter
+      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
+      meta.rateLimit = verdict
+      if (!verdict.allowed) {
+        return finish(errorResponse(
+          new Errors.RateLimited({
+            message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
+            rateLimit: verdict
+          })
+        ))
+      }
+    }
+    // The inner app writes the response itself; headers go on through a pre-response handler.
+    yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
+    return yield* app.pipe(
+      Effect.provideService(RequestMeta, meta),
+      Effect.provideService(HttpServerRequest.HttpServerRequest, normalizeRequest(request, url)),
+      HttpServerRequest.withMaxBodySize(Option.some(MAX_BODY_BYTES)),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.failCause(cause)
+          : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)
+      )
+    )
+  }) as any

@@ -1,0 +1,68 @@
+/**
+ * The error envelope `{error: true, code, message, details}`: a schema per error
+ * class (so the OpenAPI document and typed clients see the real shape), and the
+ * one function that turns any failure into an envelope response.
+ */
+import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
+import { Schema } from "effect"
+import * as Errors from "../Domain/Errors.js"
+
+interface ErrorClass<A> {
+  new(props: any): A
+  readonly code: string
+  readonly status: number
+  readonly _tag: string
+}
+
+export const envelope = <A extends { readonly message: string; readonly details?: unknown }>(cls: ErrorClass<A>) =>
+  Schema.transform(
+    Schema.Struct({
+      error: Schema.Literal(true),
+      code: Schema.Literal(cls.code),
+      message: Schema.String,
+      details: Schema.NullOr(Schema.Unknown)
+    }),
+    Schema.declare((u): u is A => u instanceof cls),
+    {
+      strict: false,
+      decode: (e) => new cls({ message: e.message, details: e.details }),
+      encode: (err: A) => ({ error: true as const, code: cls.code, message: err.message, details: err.details ?? null })
+    }
+  ).annotations({
+    ...HttpApiSchema.annotations({ status: cls.status }),
+    identifier: `${cls._tag}Envelope`,
+    description: `Error envelope with code ${cls.code}`
+  })
+
+export const ValidationErrorEnvelope = envelope(Errors.ValidationError)
+export const PayloadTooLargeEnvelope = envelope(Errors.PayloadTooLarge)
+export const AuthErrorEnvelope = envelope(Errors.AuthError)
+export const ForbiddenEnvelope = envelope(Errors.Forbidden)
+export const NotFoundEnvelope = envelope(Errors.NotFound)
+export const PreconditionFailedEnvelope = envelope(Errors.PreconditionFailed)
+export const RateLimitedEnvelope = envelope(Errors.RateLimited)
+export const QuotaExceededEnvelope = envelope(Errors.QuotaExceeded)
+export const ServiceUnavailableEnvelope = envelope(Errors.ServiceUnavailable)
+export const InternalErrorEnvelope = envelope(Errors.InternalError)
+
+export const rateLimitHeaders = (info: Errors.RateLimitInfo): Record<string, string> => ({
+  "x-ratelimit-limit": String(info.limit),
+  "x-ratelimit-remaining": String(info.remaining),
+  "x-ratelimit-reset": String(info.reset)
+})
+
+/** The HTTP response for an API error. */
+export const errorResponse = (e: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
+  const { code, status } = Errors.describeApiError(e)
+  const headers: Record<string, string> = {}
+  if (e._tag === "RateLimited") {
+    Object.assign(headers, rateLimitHeaders(e.rateLimit))
+    headers["retry-after"] = String(e.rateLimit.retryAfter)
+  } else if (e._tag === "QuotaExceeded") {
+    headers["retry-after"] = String(e.retryAfter)
+  }
+  return HttpServerResponse.unsafeJson(
+    { error: true, code, message: e.message, details: e.details ?? null },
+    { status, headers }
+  )
+}

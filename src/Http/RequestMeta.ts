@@ -1,0 +1,20 @@
+/**
+ * Per-request facts gathered at the edge (request id, client address) and the
+ * rate-limit verdict that the edge writes back as X-RateLimit-* headers.
+ */
+import { Context, Effect, Option } from "effect"
+import type { RateLimitInfo } from "../Domain/Errors.js"
+
+export interface RequestMetaShape {
+  readonly requestId: string
+  readonly clientIp: string
+  readonly path: string
+  rateLimit: RateLimitInfo | undefined
+}
+
+export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}
+
+const fallback: RequestMetaShape = { requestId: "-", clientIp: "", path: "", rateLimit: undefined }
+
+/** The current request's meta, or an inert one outside a request (tests calling handlers directly). */
+export const currentRequestMeta = Effect.map(Effect.serviceOption(RequestMeta), Option.getOrElse(() => fallback))

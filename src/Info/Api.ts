@@ -1,0 +1,76 @@
+/** HTTP contract of the public service endpoints: info, health, stats, keys, test vectors. */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { NotFoundEnvelope, ServiceUnavailableEnvelope } from "../Http/Envelope.js"
+
+export const Assurance = Schema.Struct({
+  identifier: Schema.Literal("service-public-assurance-v1"),
+  t1_cms_pki_checks: Schema.Literal("NOT_PERFORMED"),
+  t2_bitcoin_checks: Schema.Literal("NOT_PERFORMED"),
+  qualification: Schema.Literal("UNVERIFIED"),
+  statement: Schema.String
+})
+
+export const InfoResponse = Schema.Struct({
+  name: Schema.Literal("attestd"),
+  version: Schema.String,
+  api_version: Schema.Literal("v1"),
+  mode: Schema.Literal("demo", "production"),
+  environment: Schema.Literal("test", "production"),
+  features: Schema.Array(Schema.String),
+  signing_key_ids: Schema.Array(Schema.String),
+  current_signing_key_id: Schema.String,
+  tiers: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  assurance: Assurance
+}).annotations({ identifier: "InfoResponse" })
+
+export const HealthResponse = Schema.Struct({
+  status: Schema.Literal("ok", "unhealthy"),
+  checks: Schema.Record({ key: Schema.String, value: Schema.String })
+}).annotations({ identifier: "HealthResponse" })
+
+export const StatsResponse = Schema.Struct({
+  total_attestations: Schema.Int,
+  by_level: Schema.Struct({ T0: Schema.Int, T1: Schema.Int, T2: Schema.Int }),
+  batches: Schema.Int,
+  daily_roots: Schema.Int
+}).annotations({ identifier: "StatsResponse" })
+
+export const Jwk = Schema.Struct({
+  kty: Schema.Literal("EC"),
+  crv: Schema.Literal("P-256"),
+  alg: Schema.Literal("ES256"),
+  kid: Schema.String,
+  x: Schema.String,
+  y: Schema.String,
+  use: Schema.optional(Schema.Literal("sig"))
+}).annotations({ identifier: "PublicJwk" })
+
+export class InfoApi extends HttpApiGroup.make("info")
+  .add(HttpApiEndpoint.get("info", "/info").addSuccess(InfoResponse).annotate(OpenApi.Summary, "API information"))
+  .add(
+    HttpApiEndpoint.get("healthz", "/healthz")
+      .addSuccess(HealthResponse)
+      .addError(ServiceUnavailableEnvelope)
+      .annotate(OpenApi.Summary, "Health probe: 200 when healthy, 503 otherwise")
+  )
+  .add(HttpApiEndpoint.get("stats", "/stats").addSuccess(StatsResponse).annotate(OpenApi.Summary, "Aggregate counts"))
+  .add(
+    HttpApiEndpoint.get("keys", "/keys")
+      .addSuccess(Schema.Struct({ keys: Schema.Array(Jwk) }))
+      .annotate(OpenApi.Summary, "All active public signing keys (JWK)")
+  )
+  .add(
+    HttpApiEndpoint.get("key", "/keys/:key_id")
+      .setPath(Schema.Struct({ key_id: Schema.String }))
+      .addSuccess(Jwk)
+      .addError(NotFoundEnvelope)
+      .annotate(OpenApi.Summary, "One public signing key (JWK)")
+  )
+  .add(
+    HttpApiEndpoint.get("testVectors", "/test-vectors.json")
+      .addSuccess(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+      .annotate(OpenApi.Summary, "Worked examples for client authors; explicitly NOT acceptance vectors")
+  )
+  .annotate(OpenApi.Title, "Service")
+{}

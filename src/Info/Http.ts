@@ -1,0 +1,101 @@
+/** Handlers for info, health, stats, keys and the test vectors. */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect } from "effect"
+import { Api } from "../Api.js"
+import { AttestationRepo } from "../Attestations/Repo.js"
+import { NotFound } from "../Domain/Errors.js"
+import type { PublicJwk } from "../Domain/T0.js"
+import { AppConfig } from "../Platform/Config.js"
+import { Signer } from "../Platform/Signer.js"
+import { HealthChecks } from "./HealthChecks.js"
+import { SERVICE_VERSION } from "./Version.js"
+import { testVectors } from "./TestVectors.js"
+
+export const ASSURANCE = {
+  identifier: "service-public-assurance-v1",
+  t1_cms_pki_checks: "NOT_PERFORMED",
+  t2_bitcoin_checks: "NOT_PERFORMED",
+  qualification: "UNVERIFIED",
+  statement:
+    "Tier status recorded by this service is not a verification result. The service performs no live CMS/PKI checks of T1 tokens for you and no Bitcoin checks of T2 proofs; verify the evidence independently."
+} as const
+
+export const FEATURES = [
+  "t0_signatures",
+  "batch_attest",
+  "batch_verify",
+  "public_verification",
+  "evidence_bundles",
+  "legacy_numeric_ids",
+  "rate_limits",
+  "monthly_quotas",
+  "ip_allowlists"
+] as const
+
+export class SigningKeys extends Effect.Service<SigningKeys>()("Info/SigningKeys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const active = Effect.map(
+      sql<{ jwk: string }>`SELECT jwk FROM signing_keys WHERE active = ${sql.onDialectOrElse({ pg: () => true, orElse: () => 1 })} ORDER BY created_at, kid`,
+      (rows) => rows.map((r) => JSON.parse(r.jwk) as PublicJwk)
+    ).pipe(Effect.orDie)
+    return { active }
+  })
+}) {}
+
+export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const keys = yield* SigningKeys
+    const repo = yield* AttestationRepo
+    const health = yield* HealthChecks
+    const signer = yield* Signer
+    const vectors = testVectors()
+    return handlers
+      .handle("info", () =>
+        Effect.map(keys.active, (jwks) => ({
+          name: "attestd" as const,
+          version: SERVICE_VERSION,
+          api_version: "v1" as const,
+          mode: config.mode,
+          environment: config.environment,
+          features: [...FEATURES, ...health.features()],
+          signing_key_ids: jwks.map((k) => k.kid),
+          current_signing_key_id: signer.currentKid,
+          tiers: health.tiers(),
+          assurance: ASSURANCE
+        })))
+      .handle("healthz", () =>
+        Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, checks: { timeout: "unhealthy" } }))), ({ ok, checks }) =>
+          ok
+            ? HttpServerResponse.unsafeJson({ status: "ok", checks })
+            : HttpServerResponse.unsafeJson(
+              {
+                error: true,
+                code: "SERVICE_UNAVAILABLE",
+                message: "one or more health checks failed",
+                details: { checks },
+                status: "unhealthy",
+                checks
+              },
+              { status: 503 }
+            )))
+      .handle("stats", () =>
+        Effect.gen(function*() {
+          const byLevel = yield* Effect.orDie(repo.countsByLevel)
+          const counts = yield* health.counts
+          return {
+            total_attestations: byLevel.T0 + byLevel.T1 + byLevel.T2,
+            by_level: byLevel,
+            ...counts
+          }
+        }))
+      .handle("keys", () => Effect.map(keys.active, (jwks) => ({ keys: jwks })))
+      .handle("key", ({ path }) =>
+        Effect.flatMap(keys.active, (jwks) => {
+          const k = jwks.find((j) => j.kid === path.key_id.trim())
+          return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
+        }))
+      .handle("testVectors", () => Effect.succeed(vectors))
+  }))

@@ -1,0 +1,17 @@
+/** The service's semver, from package.json at build time. */
+import { createRequire } from "node:module"
+
+const require = createRequire(import.meta.url)
+
+const readVersion = (): string => {
+  for (const path of ["../../package.json", "../package.json"]) {
+    try {
+      return (require(path) as { version: string }).version
+    } catch {
+      // try the next location (src/ vs dist/)
+    }
+  }
+  return "0.0.0"
+}
+
+export const SERVICE_VERSION = readVersion()

@@ -1,0 +1,148 @@
+/**
+ * Service configuration from the environment (CONTRACT.md §1). `attestd serve`
+ * flags are folded in as a ConfigProvider in front of the environment.
+ */
+import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
+
+export type Mode = "demo" | "production"
+export type Environment = "test" | "production"
+
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/
+
+export const parseDuration = (raw: string): Duration.Duration | undefined => {
+  const m = DURATION.exec(raw.trim())
+  if (!m) return undefined
+  const n = Number(m[1])
+  switch (m[2]) {
+    case "ms":
+      return Duration.millis(n)
+    case "s":
+      return Duration.seconds(n)
+    case "m":
+      return Duration.minutes(n)
+    case "h":
+      return Duration.hours(n)
+    default:
+      return Duration.days(n)
+  }
+}
+
+const duration = (name: string, fallback: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapOrFail((raw) => {
+      const d = parseDuration(raw)
+      return d && Duration.toMillis(d) > 0
+        ? Either.right(d)
+        : Either.left(ConfigError.InvalidData([name], `expected a duration such as 500ms, 2s, 1m or 24h, got ${raw}`))
+    })
+  )
+
+const durationList = (name: string, fallback: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(fallback),
+    Config.mapOrFail((raw) => {
+      const parts = raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+      const out: Array<Duration.Duration> = []
+      for (const p of parts) {
+        const d = parseDuration(p)
+        if (!d) return Either.left(ConfigError.InvalidData([name], `bad duration ${p}`))
+        out.push(d)
+      }
+      return Either.right(out)
+    })
+  )
+
+const urlList = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0))
+  )
+
+export interface AppConfigShape {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: string
+  readonly mode: Mode
+  readonly environment: Environment
+  readonly tsaUrls: ReadonlyArray<string>
+  readonly tsaCaFile: Option.Option<string>
+  readonly otsCalendars: ReadonlyArray<string>
+  readonly sealInterval: Duration.Duration
+  readonly anchorInterval: Duration.Duration
+  readonly otsUpgradeInterval: Duration.Duration
+  readonly webhookRetryDelays: ReadonlyArray<Duration.Duration>
+  readonly dataDir: string
+  readonly demoConfirmDelay: Duration.Duration
+  readonly trustProxy: boolean
+  readonly publicRateLimit: Option.Option<number>
+  readonly scanMaxHashes: number
+  readonly defaultRateLimit: number
+}
+
+export const appConfig: Config.Config<AppConfigShape> = Config.all({
+  port: Config.port("PORT").pipe(Config.withDefault(8080)),
+  host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
+  dataDir: Config.string("ATTESTD_DATA_DIR").pipe(Config.withDefault("./data")),
+  databaseUrl: Config.option(Config.string("DATABASE_URL")),
+  mode: Config.literal("demo", "production")("ATTESTD_MODE").pipe(Config.withDefault("demo" as const)),
+  environment: Config.option(Config.literal("test", "production")("ATTESTD_ENV")),
+  tsaUrls: urlList("ATTESTD_TSA_URL"),
+  tsaCaFile: Config.option(Config.string("ATTESTD_TSA_CA_FILE")),
+  otsCalendars: urlList("ATTESTD_OTS_CALENDARS"),
+  sealInterval: duration("ATTESTD_SEAL_INTERVAL", "60s"),
+  anchorInterval: duration("ATTESTD_ANCHOR_INTERVAL", "24h"),
+  otsUpgradeInterval: duration("ATTESTD_OTS_UPGRADE_INTERVAL", "10m"),
+  webhookRetryDelays: durationList("ATTESTD_WEBHOOK_RETRY_DELAYS", "1m,5m,15m"),
+  demoConfirmDelay: duration("ATTESTD_DEMO_CONFIRM_DELAY", "60s"),
+  trustProxy: Config.string("ATTESTD_TRUST_PROXY").pipe(
+    Config.withDefault(""),
+    Config.map((s) => s !== "" && s !== "0" && s.toLowerCase() !== "false")
+  ),
+  publicRateLimit: Config.option(Config.integer("ATTESTD_PUBLIC_RATE_LIMIT")),
+  scanMaxHashes: Config.integer("ATTESTD_SCAN_MAX_HASHES").pipe(Config.withDefault(50_000)),
+  defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000))
+}).pipe(
+  Config.mapOrFail((c) => {
+    if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
+      return Either.left(
+        ConfigError.MissingData(
+          ["ATTESTD_TSA_URL", "ATTESTD_OTS_CALENDARS"],
+          "production mode refuses to start without ATTESTD_TSA_URL and ATTESTD_OTS_CALENDARS"
+        )
+      )
+    }
+    return Either.right({
+      ...c,
+      databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
+      environment: Option.getOrElse(c.environment, () => (c.mode === "demo" ? "test" : "production") as Environment)
+    })
+  })
+)
+
+export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppConfigShape>() {
+  static readonly layer = Layer.effect(AppConfig, appConfig)
+  static readonly make = (overrides: Partial<AppConfigShape> = {}): AppConfigShape => ({
+    port: 0,
+    host: "127.0.0.1",
+    databaseUrl: "sqlite::memory:",
+    mode: "demo",
+    environment: "test",
+    tsaUrls: [],
+    tsaCaFile: Option.none(),
+    otsCalendars: [],
+    sealInterval: Duration.seconds(60),
+    anchorInterval: Duration.hours(24),
+    otsUpgradeInterval: Duration.minutes(10),
+    webhookRetryDelays: [Duration.minutes(1), Duration.minutes(5), Duration.minutes(15)],
+    dataDir: "./data",
+    demoConfirmDelay: Duration.seconds(60),
+    trustProxy: false,
+    publicRateLimit: Option.none(),
+    scanMaxHashes: 50_000,
+    defaultRateLimit: 1000,
+    ...overrides
+  })
+}
+
+export const currentConfig = Effect.map(AppConfig, (c) => c)

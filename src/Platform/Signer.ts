@@ -1,0 +1,127 @@
+/**
+ * The T0 signer. Private keys live in `<dataDir>/signing-keys/` as PKCS#8 PEM
+ * (mode 0600), parsed once into KeyObjects: node:crypto with a parsed key signs
+ * about 18x faster than @noble/curves. Public keys of every instance are
+ * registered in the database so any instance can list and verify them.
+ * The newest key file is the current one; `attestd signing-keys rotate` adds one.
+ */
+import { SqlClient } from "@effect/sql"
+import { Clock, Effect, Layer } from "effect"
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  sign as nodeSign
+} from "node:crypto"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { normalizeLowS, type PublicJwk } from "../Domain/T0.js"
+import { formatMillis } from "../Domain/Time.js"
+import { AppConfig } from "./Config.js"
+
+export interface LoadedKey {
+  readonly kid: string
+  readonly jwk: PublicJwk
+  readonly privateKey: KeyObject
+  readonly createdAt: string
+}
+
+/** RFC 7638 JWK thumbprint (SHA-256, Base64URL): a key id anyone can recompute from the key. */
+export const jwkThumbprint = (x: string, y: string): string =>
+  createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x, y })).digest("base64url")
+
+export const publicJwkOf = (key: KeyObject): PublicJwk => {
+  const jwk = createPublicKey(key).export({ format: "jwk" }) as { x: string; y: string }
+  return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid: jwkThumbprint(jwk.x, jwk.y), x: jwk.x, y: jwk.y }
+}
+
+const keyDir = (dataDir: string) => join(dataDir, "signing-keys")
+
+const loadKeyFile = (path: string, createdAt: string): LoadedKey => {
+  const privateKey = createPrivateKey(readFileSync(path))
+  const jwk = publicJwkOf(privateKey)
+  return { kid: jwk.kid, jwk, privateKey, createdAt }
+}
+
+/** Reads every key file, oldest first. File names start with a sortable UTC stamp. */
+export const loadKeys = (dataDir: string): Array<LoadedKey> => {
+  const dir = keyDir(dataDir)
+  if (!existsSync(dir)) return []
+  return readdirSync(dir)
+    .filter((f) => f.endsWith(".pem"))
+    .sort()
+    .map((f) => {
+      const stamp = f.slice(0, 15) // YYYYMMDDTHHMMSS
+      const createdAt = `${stamp.slice(0, 4)}-${stamp.slice(4, 6)}-${stamp.slice(6, 8)}T${stamp.slice(9, 11)}:${
+        stamp.slice(11, 13)
+      }:${stamp.slice(13, 15)}.000000+00:00`
+      return loadKeyFile(join(dir, f), createdAt)
+    })
+}
+
+/** Generates a new P-256 key into the data dir (mode 0600) and returns it. */
+export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
+  const dir = keyDir(dataDir)
+  mkdirSync(dir, { recursive: true, mode: 0o700 })
+  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const jwk = publicJwkOf(privateKey)
+  const stamp = new Date(nowMillis).toISOString().replace(/[-:]/g, "").slice(0, 15)
+  const path = join(dir, `${stamp}-${jwk.kid}.pem`)
+  writeFileSync(path, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600 })
+  chmodSync(path, 0o600)
+  return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(nowMillis) }
+}
+
+export const signPayload = (key: KeyObject, payload: string): string =>
+  normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" })).toString("base64")
+
+/** Records public keys in the shared key table (idempotent). */
+export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    for (const k of keys) {
+      yield* sql`INSERT INTO signing_keys (kid, jwk, created_at) VALUES (${k.kid}, ${JSON.stringify(k.jwk)}, ${k.createdAt})
+        ON CONFLICT (kid) DO NOTHING`
+    }
+  })
+
+export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
+  effect: Effect.gen(function*() {
+    const config = yield* AppConfig
+    let keys = loadKeys(config.dataDir)
+    if (keys.length === 0) {
+      keys = [generateKey(config.dataDir, yield* Clock.currentTimeMillis)]
+      yield* Effect.logInfo(`generated signing key ${keys[0]!.kid} in ${keyDir(config.dataDir)}`)
+    }
+    yield* registerPublicKeys(keys)
+    const current = keys[keys.length - 1]!
+    return {
+      currentKid: current.kid,
+      localKeys: keys as ReadonlyArray<LoadedKey>,
+      /** Signs a T0 payload with the current key: Base64 DER, low-S. */
+      sign: (payload: string): string => signPayload(current.privateKey, payload)
+    }
+  })
+}) {}
+
+/** A signer over a fixed in-memory key, for tests. */
+export const layerSignerFromKey = (key: LoadedKey) =>
+  Layer.effect(
+    Signer,
+    Effect.gen(function*() {
+      yield* registerPublicKeys([key])
+      return Signer.make({
+        currentKid: key.kid,
+        localKeys: [key],
+        sign: (payload: string) => signPayload(key.privateKey, payload)
+      })
+    })
+  )
+
+export const ephemeralKey = (): LoadedKey => {
+  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const jwk = publicJwkOf(privateKey)
+  return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(Date.now()) }
+}

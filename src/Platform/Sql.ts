@@ -1,0 +1,70 @@
+/**
+ * The storage switch: `sqlite:PATH` (embedded default) or `postgres://…`, and the
+ * migrations of both dialects. Everything above this file talks to `SqlClient`.
+ */
+import { Migrator, SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer, Redacted } from "effect"
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+import { migrations } from "./migrations/index.js"
+
+export type Dialect = "sqlite" | "pg"
+
+export const dialectOf = (url: string): Dialect => {
+  if (url.startsWith("sqlite:")) return "sqlite"
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) return "pg"
+  throw new Error(`DATABASE_URL must start with sqlite: or postgres://, got ${url.split(":")[0]}:`)
+}
+
+const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
+
+const sqliteLayer = (url: string) => {
+  const filename = sqlitePath(url)
+  if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+  const pragmas = Layer.effectDiscard(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe("PRAGMA busy_timeout = 10000")
+      yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+      yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    })
+  )
+  return Layer.provideMerge(pragmas, SqliteClient.layer({ filename }))
+}
+
+const pgLayer = (url: string, maxConnections: number) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections, applicationName: "attestd" })
+
+/** The SqlClient for a DATABASE_URL. */
+export const layerFromUrl = (url: string, options: { readonly maxConnections?: number } = {}) =>
+  dialectOf(url) === "sqlite"
+    ? sqliteLayer(url).pipe(Layer.orDie)
+    : pgLayer(url, options.maxConnections ?? 10).pipe(Layer.orDie)
+
+/**
+ * Applies pending migrations. On Postgres a session advisory lock, held on a
+ * reserved connection, serialises instances that start at the same moment.
+ */
+export const migrate = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" })
+  return yield* sql.onDialectOrElse({
+    pg: () =>
+      Effect.scoped(Effect.gen(function*() {
+        const conn = yield* sql.reserve
+        yield* Effect.acquireRelease(
+          conn.executeRaw("SELECT pg_advisory_lock(727001)", []),
+          () => Effect.ignore(conn.executeRaw("SELECT pg_advisory_unlock(727001)", []))
+        )
+        return yield* run
+      })),
+    orElse: () => run
+  })
+})
+
+export const currentDialect = Effect.map(
+  SqlClient.SqlClient,
+  (sql): Dialect => sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+)

@@ -1,0 +1,701 @@
+/**
+ * RFC 3161 (Time-Stamp Protocol) encoding, parsing and validation.
+ *
+ * Pure pkijs / asn1js logic: no Effect runtime. Everything async is a plain
+ * Promise so that both the Effect port (TsaClient) and the offline verifier
+ * CLI can use it.
+ *
+ * Conventions of the parsed "details" shape (the `tsa/details` endpoint):
+ * - `serial_number` (token and certificates) and `nonce` are DECIMAL strings
+ *   of the (signed) ASN.1 INTEGER value, e.g. "18446744073709551615". Decimal
+ *   is unambiguous (a hex string of digits only could be misread) and safe in
+ *   JSON for 128-bit and larger values.
+ * - `gen_time`, `not_before`, `not_after` are ISO 8601 UTC strings with
+ *   millisecond precision (`Date.prototype.toISOString`).
+ * - `hash_algorithm` is "SHA-256" / "SHA-384" / "SHA-512" / "SHA-1" for the
+ *   known digests, otherwise the dotted OID.
+ * - `hashed_message` is lower-case hex.
+ * - `tsa_name` and certificate `subject` / `issuer` are distinguished names
+ *   rendered RFC 4514 style (most specific RDN first, e.g.
+ *   "CN=Example TSA,O=Example"); other GeneralName forms are rendered as
+ *   "DNS:…", "URI:…", "email:…".
+ */
+import { createHash, randomBytes, webcrypto } from "node:crypto"
+import * as asn1js from "asn1js"
+import * as pkijs from "pkijs"
+
+// ---------------------------------------------------------------------------
+// OIDs
+// ---------------------------------------------------------------------------
+
+export const OID = {
+  sha1: "1.3.14.3.2.26",
+  sha256: "2.16.840.1.101.3.4.2.1",
+  sha384: "2.16.840.1.101.3.4.2.2",
+  sha512: "2.16.840.1.101.3.4.2.3",
+  data: "1.2.840.113549.1.7.1",
+  signedData: "1.2.840.113549.1.7.2",
+  tstInfo: "1.2.840.113549.1.9.16.1.4",
+  contentType: "1.2.840.113549.1.9.3",
+  messageDigest: "1.2.840.113549.1.9.4",
+  signingTime: "1.2.840.113549.1.9.5",
+  signingCertificate: "1.2.840.113549.1.9.16.2.12",
+  signingCertificateV2: "1.2.840.113549.1.9.16.2.47",
+  keyUsage: "2.5.29.15",
+  basicConstraints: "2.5.29.19",
+  extKeyUsage: "2.5.29.37",
+  subjectKeyIdentifier: "2.5.29.14",
+  authorityKeyIdentifier: "2.5.29.35",
+  kpTimeStamping: "1.3.6.1.5.5.7.3.8"
+} as const
+
+const HASH_NAMES: Record<string, { readonly display: string; readonly node: string }> = {
+  [OID.sha1]: { display: "SHA-1", node: "sha1" },
+  [OID.sha256]: { display: "SHA-256", node: "sha256" },
+  [OID.sha384]: { display: "SHA-384", node: "sha384" },
+  [OID.sha512]: { display: "SHA-512", node: "sha512" }
+}
+
+/** PKIFailureInfo bit positions (RFC 3161 §2.4.2). */
+export const FAIL_INFO_BITS = {
+  badAlg: 0,
+  badRequest: 2,
+  badDataFormat: 5,
+  timeNotAvailable: 14,
+  unacceptedPolicy: 15,
+  unacceptedExtension: 16,
+  addInfoNotAvailable: 17,
+  systemFailure: 25
+} as const
+export type FailInfo = keyof typeof FAIL_INFO_BITS
+
+// ---------------------------------------------------------------------------
+// Errors & crypto engine
+// ---------------------------------------------------------------------------
+
+/** Any reason a time-stamp response / token is rejected. */
+export class TsaValidationError extends Error {
+  readonly reason: string
+  constructor(reason: string, options?: { cause?: unknown }) {
+    super(`invalid time-stamp token: ${reason}`, options)
+    this.name = "TsaValidationError"
+    this.reason = reason
+  }
+}
+
+let engineSet = false
+
+/** Point pkijs at Node's WebCrypto (idempotent). */
+export const ensureCryptoEngine = (): void => {
+  if (engineSet) return
+  pkijs.setEngine(
+    "node",
+    new pkijs.CryptoEngine({ name: "node", crypto: webcrypto as unknown as pkijs.CryptoEngineParameters["crypto"] })
+  )
+  engineSet = true
+}
+
+// ---------------------------------------------------------------------------
+// Small byte / ASN.1 helpers
+// ---------------------------------------------------------------------------
+
+export const toHex = (bytes: Uint8Array): string => Buffer.from(bytes).toString("hex")
+
+const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.byteLength !== b.byteLength) return false
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** Copy any BufferSource view into a fresh, exactly-sized Uint8Array. */
+const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array =>
+  src instanceof ArrayBuffer
+    ? new Uint8Array(src.slice(0))
+    : new Uint8Array(src.buffer.slice(src.byteOffset, src.byteOffset + src.byteLength))
+
+/** Unsigned big-endian bytes → bigint. */
+const unsignedToBigInt = (bytes: Uint8Array): bigint => {
+  let v = 0n
+  for (const b of bytes) v = (v << 8n) | BigInt(b)
+  return v
+}
+
+/**
+ * Minimal two's-complement encoding of the non-negative integer whose
+ * unsigned big-endian representation is `bytes` (strips leading zeros, adds a
+ * 0x00 byte when the high bit is set so the INTEGER stays positive).
+ */
+export const positiveIntegerBytes = (bytes: Uint8Array): Uint8Array => {
+  let start = 0
+  while (start < bytes.length - 1 && bytes[start] === 0) start++
+  const trimmed = bytes.subarray(start)
+  if (trimmed.length === 0) return new Uint8Array([0])
+  if ((trimmed[0]! & 0x80) !== 0) {
+    const out = new Uint8Array(trimmed.length + 1)
+    out.set(trimmed, 1)
+    return out
+  }
+  return new Uint8Array(trimmed)
+}
+
+const hashBytes = (nodeAlg: string, data: Uint8Array): Uint8Array =>
+  new Uint8Array(createHash(nodeAlg).update(data).digest())
+
+const parseDer = (der: Uint8Array, what: string): asn1js.AsnType => {
+  const parsed = asn1js.fromBER(der)
+  if (parsed.offset === -1) throw new TsaValidationError(`${what} is not valid ASN.1 (${parsed.result.error})`)
+  if (parsed.offset !== der.byteLength) throw new TsaValidationError(`${what} has trailing data after the ASN.1 value`)
+  return parsed.result
+}
+
+/**
+ * Decode an OBJECT IDENTIFIER from its content octets. asn1js renders arcs
+ * above 2^53 (e.g. the 2.25.<uuid> policy of the demo TSA) as "{hex}", so we
+ * decode them ourselves with bigint.
+ */
+const oidToString = (oid: asn1js.ObjectIdentifier): string => {
+  const raw = oid.valueBeforeDecodeView.byteLength > 0 ? oid.valueBeforeDecodeView : new Uint8Array(oid.toBER())
+  // Skip the identifier octet (OID tags are single-byte) and the length octets.
+  const lenByte = raw[1] ?? 0
+  const content = raw.subarray(2 + (lenByte & 0x80 ? lenByte & 0x7f : 0))
+  if (content.byteLength === 0) return oid.valueBlock.toString()
+  const arcs: Array<bigint> = []
+  let acc = 0n
+  for (const b of content) {
+    acc = (acc << 7n) | BigInt(b & 0x7f)
+    if ((b & 0x80) === 0) {
+      arcs.push(acc)
+      acc = 0n
+    }
+  }
+  const first = arcs.shift() ?? 0n
+  const head = first < 40n ? [0n, first] : first < 80n ? [1n, first - 40n] : [2n, first - 80n]
+  return [...head, ...arcs].map((a) => a.toString()).join(".")
+}
+
+const integerToDecimal = (int: asn1js.Integer): string => int.toBigInt().toString()
+
+// ---------------------------------------------------------------------------
+// Distinguished names & certificate summaries
+// ---------------------------------------------------------------------------
+
+const ATTR_SHORT_NAMES: Record<string, string> = {
+  "2.5.4.3": "CN",
+  "2.5.4.4": "SN",
+  "2.5.4.5": "serialNumber",
+  "2.5.4.6": "C",
+  "2.5.4.7": "L",
+  "2.5.4.8": "ST",
+  "2.5.4.9": "STREET",
+  "2.5.4.10": "O",
+  "2.5.4.11": "OU",
+  "2.5.4.12": "title",
+  "2.5.4.42": "GN",
+  "2.5.4.97": "organizationIdentifier",
+  "0.9.2342.19200300.100.1.1": "UID",
+  "0.9.2342.19200300.100.1.25": "DC",
+  "1.2.840.113549.1.9.1": "emailAddress"
+}
+
+const escapeDnValue = (v: string): string =>
+  v
+    .replace(/[\\,+"<>;=]/g, (c) => `\\${c}`)
+    .replace(/^[ #]/, (c) => `\\${c}`)
+    .replace(/ $/, "\\ ")
+
+const attributeValueToString = (value: unknown): string => {
+  const block = (value as { valueBlock?: { value?: unknown; valueHexView?: Uint8Array } }).valueBlock
+  if (block !== undefined && typeof block.value === "string") return block.value
+  if (value instanceof asn1js.BaseBlock) return `#${toHex(new Uint8Array(value.toBER()))}`
+  return String(value)
+}
+
+/** RFC 4514 style rendering (most specific RDN first). */
+export const formatName = (name: pkijs.RelativeDistinguishedNames): string =>
+  name.typesAndValues
+    .map((tv) => `${ATTR_SHORT_NAMES[tv.type] ?? tv.type}=${escapeDnValue(attributeValueToString(tv.value))}`)
+    .reverse()
+    .join(",")
+
+const formatGeneralName = (gn: pkijs.GeneralName): string => {
+  switch (gn.type) {
+    case 1:
+      return `email:${String(gn.value)}`
+    case 2:
+      return `DNS:${String(gn.value)}`
+    case 4:
+      return formatName(gn.value as pkijs.RelativeDistinguishedNames)
+    case 6:
+      return `URI:${String(gn.value)}`
+    default:
+      return `GeneralName[${gn.type}]`
+  }
+}
+
+export interface TokenCertificateInfo {
+  readonly subject: string
+  readonly issuer: string
+  readonly serial_number: string
+  readonly not_before: string
+  readonly not_after: string
+}
+
+const certificateInfo = (cert: pkijs.Certificate): TokenCertificateInfo => ({
+  subject: formatName(cert.subject),
+  issuer: formatName(cert.issuer),
+  serial_number: integerToDecimal(cert.serialNumber),
+  not_before: cert.notBefore.value.toISOString(),
+  not_after: cert.notAfter.value.toISOString()
+})
+
+/** All CERTIFICATE blocks of a PEM bundle, as DER. */
+export const pemToDers = (pem: string): Array<Uint8Array> => {
+  const out: Array<Uint8Array> = []
+  const re = /-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g
+  for (const m of pem.matchAll(re)) out.push(new Uint8Array(Buffer.from((m[1] ?? "").replace(/\s+/g, ""), "base64")))
+  return out
+}
+
+export const derToPem = (der: Uint8Array, label = "CERTIFICATE"): string => {
+  const b64 = Buffer.from(der).toString("base64")
+  const lines = b64.match(/.{1,64}/g) ?? []
+  return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`
+}
+
+/** Parse a PEM bundle of trust anchors; throws when it holds no certificate. */
+export const parseTrustAnchors = (pem: string): Array<pkijs.Certificate> => {
+  const ders = pemToDers(pem)
+  if (ders.length === 0) throw new TsaValidationError("trust anchor PEM contains no CERTIFICATE block")
+  return ders.map((der, i) => {
+    try {
+      return pkijs.Certificate.fromBER(der)
+    } catch (e) {
+      throw new TsaValidationError(`trust anchor #${i + 1} is not a valid X.509 certificate`, { cause: e })
+    }
+  })
+}
+
+// ---------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------
+
+const sha256AlgorithmIdentifier = (): pkijs.AlgorithmIdentifier =>
+  // NULL parameters, exactly as `openssl ts -query` encodes them.
+  new pkijs.AlgorithmIdentifier({ algorithmId: OID.sha256, algorithmParams: new asn1js.Null() })
+
+/**
+ * DER TimeStampReq for a raw 32-byte SHA-256 value (the batch Merkle root is
+ * put into hashedMessage as-is, it is NOT hashed again), with a random 64-bit
+ * nonce (encoded as a positive INTEGER) and certReq = TRUE.
+ */
+export const buildTimeStampRequest = (
+  digest: Uint8Array,
+  nonce?: Uint8Array
+): { der: Uint8Array; nonce: Uint8Array } => {
+  if (digest.byteLength !== 32) throw new RangeError(`digest must be 32 bytes (SHA-256), got ${digest.byteLength}`)
+  const n = nonce !== undefined ? new Uint8Array(nonce) : new Uint8Array(randomBytes(8))
+  if (n.byteLength === 0) throw new RangeError("nonce must not be empty")
+  const req = new pkijs.TimeStampReq({
+    version: 1,
+    messageImprint: new pkijs.MessageImprint({
+      hashAlgorithm: sha256AlgorithmIdentifier(),
+      hashedMessage: new asn1js.OctetString({ valueHex: new Uint8Array(digest) })
+    }),
+    nonce: new asn1js.Integer({ valueHex: positiveIntegerBytes(n) }),
+    certReq: true
+  })
+  return { der: new Uint8Array(req.toSchema().toBER()), nonce: n }
+}
+
+// ---------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------
+
+export interface ParsedTimeStampResponse {
+  /** PKIStatus: 0 granted, 1 grantedWithMods, 2 rejection, 3 waiting, 4/5 revocation. */
+  readonly status: number
+  readonly statusText?: string
+  readonly failInfo?: ReadonlyArray<FailInfo | `bit${number}`>
+  /** The TimeStampToken (CMS ContentInfo) exactly as the TSA encoded it. */
+  readonly token?: Uint8Array
+}
+
+const decodeFailInfo = (bits: asn1js.BitString): Array<FailInfo | `bit${number}`> => {
+  const view = bits.valueBlock.valueHexView
+  const names = Object.entries(FAIL_INFO_BITS) as Array<[FailInfo, number]>
+  const out: Array<FailInfo | `bit${number}`> = []
+  for (let i = 0; i < view.length * 8; i++) {
+    if (((view[i >> 3] ?? 0) & (0x80 >> (i & 7))) === 0) continue
+    const name = names.find(([, bit]) => bit === i)
+    out.push(name ? name[0] : `bit${i}`)
+  }
+  return out
+}
+
+/** Parse a DER TimeStampResp. Throws TsaValidationError when it is not one. */
+export const parseTimeStampResponse = (der: Uint8Array): ParsedTimeStampResponse => {
+  const asn = parseDer(der, "time-stamp response")
+  let resp: pkijs.TimeStampResp
+  try {
+    resp = new pkijs.TimeStampResp({ schema: asn })
+  } catch (e) {
+    throw new TsaValidationError(`not a TimeStampResp: ${e instanceof Error ? e.message : String(e)}`, { cause: e })
+  }
+  const statusText = resp.status.statusStrings?.map((s) => s.valueBlock.value).join("; ")
+  const failInfo = resp.status.failInfo ? decodeFailInfo(resp.status.failInfo) : undefined
+  let token: Uint8Array | undefined
+  if (resp.timeStampToken) {
+    // Slice the original bytes rather than re-encoding the parsed object.
+    const tokenBlock = (asn as asn1js.Sequence).valueBlock.value[1]
+    token = tokenBlock ? copyBytes(tokenBlock.valueBeforeDecodeView) : new Uint8Array(resp.timeStampToken.toSchema().toBER())
+  }
+  return {
+    status: resp.status.status as number,
+    ...(statusText !== undefined && statusText !== "" ? { statusText } : {}),
+    ...(failInfo !== undefined ? { failInfo } : {}),
+    ...(token !== undefined ? { token } : {})
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Token parsing
+// ---------------------------------------------------------------------------
+
+export interface TokenDetails {
+  readonly gen_time: string
+  /** Decimal string. */
+  readonly serial_number: string
+  readonly policy: string
+  readonly tsa_name: string | null
+  readonly hash_algorithm: string
+  /** Lower-case hex. */
+  readonly hashed_message: string
+  /** Decimal string, or null when the token carries no nonce. */
+  readonly nonce: string | null
+  readonly accuracy: { readonly seconds: number; readonly millis: number; readonly micros: number } | null
+  readonly certificates: ReadonlyArray<TokenCertificateInfo>
+}
+
+interface DecodedToken {
+  readonly signedData: pkijs.SignedData
+  readonly tstInfo: pkijs.TSTInfo
+  readonly tstInfoDer: Uint8Array
+  readonly policy: string
+  /** Embedded X.509 certificates, parsed from their original DER. */
+  readonly certificates: ReadonlyArray<{ readonly cert: pkijs.Certificate; readonly der: Uint8Array }>
+}
+
+const decodeToken = (token: Uint8Array): DecodedToken => {
+  const asn = parseDer(token, "time-stamp token")
+  let contentInfo: pkijs.ContentInfo
+  try {
+    contentInfo = new pkijs.ContentInfo({ schema: asn })
+  } catch (e) {
+    throw new TsaValidationError("token is not a CMS ContentInfo", { cause: e })
+  }
+  if (contentInfo.contentType !== OID.signedData) {
+    throw new TsaValidationError(`token content type is ${contentInfo.contentType}, expected SignedData`)
+  }
+  let signedData: pkijs.SignedData
+  try {
+    signedData = new pkijs.SignedData({ schema: contentInfo.content })
+  } catch (e) {
+    throw new TsaValidationError("token content is not a valid SignedData", { cause: e })
+  }
+  if (signedData.encapContentInfo.eContentType !== OID.tstInfo) {
+    throw new TsaValidationError(`eContentType is ${signedData.encapContentInfo.eContentType}, expected id-ct-TSTInfo`)
+  }
+  const eContent = signedData.encapContentInfo.eContent
+  if (!eContent) throw new TsaValidationError("token has no encapsulated TSTInfo")
+  const tstInfoDer = copyBytes(eContent.getValue())
+  const tstAsn = parseDer(tstInfoDer, "TSTInfo")
+  let tstInfo: pkijs.TSTInfo
+  try {
+    tstInfo = new pkijs.TSTInfo({ schema: tstAsn })
+  } catch (e) {
+    throw new TsaValidationError("encapsulated content is not a valid TSTInfo", { cause: e })
+  }
+  const policyBlock = (tstAsn as asn1js.Sequence).valueBlock.value[1]
+  const policy = policyBlock instanceof asn1js.ObjectIdentifier ? oidToString(policyBlock) : tstInfo.policy
+
+  // certificates [0] IMPLICIT CertificateSet: take the original DER of each.
+  const certificates: Array<{ cert: pkijs.Certificate; der: Uint8Array }> = []
+  const sdItems = (contentInfo.content as asn1js.Sequence).valueBlock.value
+  const certSet = sdItems.find((b) => b.idBlock.tagClass === 3 && b.idBlock.tagNumber === 0)
+  if (certSet instanceof asn1js.Constructed) {
+    for (const item of certSet.valueBlock.value) {
+      if (item.idBlock.tagClass !== 1 || item.idBlock.tagNumber !== 16) continue // skip non-X.509 choices
+      const der = copyBytes(item.valueBeforeDecodeView)
+      try {
+        certificates.push({ cert: pkijs.Certificate.fromBER(der), der })
+      } catch (e) {
+        throw new TsaValidationError("token embeds a malformed certificate", { cause: e })
+      }
+    }
+  }
+  return { signedData, tstInfo, tstInfoDer, policy, certificates }
+}
+
+const detailsOf = (d: DecodedToken): TokenDetails => {
+  const { tstInfo } = d
+  const mi = tstInfo.messageImprint
+  const algOid = mi.hashAlgorithm.algorithmId
+  return {
+    gen_time: tstInfo.genTime.toISOString(),
+    serial_number: integerToDecimal(tstInfo.serialNumber),
+    policy: d.policy,
+    tsa_name: tstInfo.tsa ? formatGeneralName(tstInfo.tsa) : null,
+    hash_algorithm: HASH_NAMES[algOid]?.display ?? algOid,
+    hashed_message: toHex(copyBytes(mi.hashedMessage.valueBlock.valueHexView)),
+    nonce: tstInfo.nonce ? integerToDecimal(tstInfo.nonce) : null,
+    accuracy: tstInfo.accuracy
+      ? {
+          seconds: tstInfo.accuracy.seconds ?? 0,
+          millis: tstInfo.accuracy.millis ?? 0,
+          micros: tstInfo.accuracy.micros ?? 0
+        }
+      : null,
+    certificates: d.certificates.map((c) => certificateInfo(c.cert))
+  }
+}
+
+/** Parse (without verifying anything) a TimeStampToken for display. */
+export const parseTimeStampToken = (token: Uint8Array): TokenDetails => detailsOf(decodeToken(token))
+
+// ---------------------------------------------------------------------------
+// Token validation
+// ---------------------------------------------------------------------------
+
+export interface ValidatedToken {
+  readonly genTime: Date
+  /** Decimal string. */
+  readonly serialNumber: string
+  readonly policy: string
+  /** Decimal string or null. */
+  readonly nonce: string | null
+  readonly hashAlgorithm: string
+  readonly hashedMessage: string
+  readonly tsaName: string | null
+  readonly accuracy: TokenDetails["accuracy"]
+  /** The certificate whose key signed the token. */
+  readonly signer: TokenCertificateInfo
+  /** True when the signer certificate was chained to the given trust anchors. */
+  readonly chainVerified: boolean
+  /** Same data in the snake_case `tsa/details` shape. */
+  readonly details: TokenDetails
+}
+
+export interface ValidateOptions {
+  /** The 32-byte value that was time-stamped (the batch Merkle root). */
+  readonly digest: Uint8Array
+  /** The request nonce (unsigned big-endian bytes); checked when given. */
+  readonly nonce?: Uint8Array
+  /** PEM bundle of trust anchors; required when requireChain is true. */
+  readonly trustAnchorsPem?: string
+  /** Chain the signer certificate to trustAnchorsPem (at genTime). */
+  readonly requireChain: boolean
+}
+
+const errMessage = (e: unknown): string =>
+  e instanceof Error ? e.message : typeof e === "object" && e !== null && "message" in e ? String(e.message) : String(e)
+
+/** The signer certificate must carry a CRITICAL EKU whose only purpose is id-kp-timeStamping. */
+const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
+  const exts = cert.extensions ?? []
+  const eku = exts.find((e) => e.extnID === OID.extKeyUsage)
+  if (!eku) throw new TsaValidationError("signer certificate has no extendedKeyUsage extension")
+  if (!eku.critical) throw new TsaValidationError("signer certificate extendedKeyUsage is not critical")
+  const purposes = eku.parsedValue instanceof pkijs.ExtKeyUsage ? eku.parsedValue.keyPurposes : undefined
+  if (!purposes) throw new TsaValidationError("signer certificate extendedKeyUsage cannot be parsed")
+  if (purposes.length !== 1 || purposes[0] !== OID.kpTimeStamping) {
+    throw new TsaValidationError(
+      `signer certificate extendedKeyUsage must be exactly id-kp-timeStamping, got [${purposes.join(", ")}]`
+    )
+  }
+  const ku = exts.find((e) => e.extnID === OID.keyUsage)
+  if (ku && ku.parsedValue instanceof asn1js.BitString) {
+    const first = ku.parsedValue.valueBlock.valueHexView[0] ?? 0
+    // digitalSignature (bit 0) or nonRepudiation/contentCommitment (bit 1)
+    if ((first & 0xc0) === 0) throw new TsaValidationError("signer certificate keyUsage allows no signatures")
+  }
+}
+
+const findAttribute = (signerInfo: pkijs.SignerInfo, type: string): pkijs.Attribute | undefined =>
+  signerInfo.signedAttrs?.attributes.find((a) => a.type === type)
+
+/**
+ * ESS signingCertificate (SHA-1) / signingCertificateV2 (default SHA-256):
+ * the first ESSCertID must identify the signer certificate.
+ */
+const checkEssSigningCertificate = (
+  signerInfo: pkijs.SignerInfo,
+  signerDer: Uint8Array,
+  signer: pkijs.Certificate
+): void => {
+  const v2 = findAttribute(signerInfo, OID.signingCertificateV2)
+  const v1 = findAttribute(signerInfo, OID.signingCertificate)
+  const attr = v2 ?? v1
+  if (!attr) throw new TsaValidationError("no ESS signingCertificate / signingCertificateV2 signed attribute")
+  const value = attr.values[0] as asn1js.AsnType | undefined
+  const certs = value instanceof asn1js.Sequence ? value.valueBlock.value[0] : undefined
+  const first = certs instanceof asn1js.Sequence ? certs.valueBlock.value[0] : undefined
+  if (!(first instanceof asn1js.Sequence)) throw new TsaValidationError("malformed ESS signing certificate attribute")
+  const parts = [...first.valueBlock.value]
+  let nodeAlg = "sha1"
+  if (attr === v2) {
+    nodeAlg = "sha256"
+    const head = parts[0]
+    if (head instanceof asn1js.Sequence) {
+      parts.shift()
+      const oid = head.valueBlock.value[0]
+      const alg = oid instanceof asn1js.ObjectIdentifier ? HASH_NAMES[oid.valueBlock.toString()] : undefined
+      if (!alg) throw new TsaValidationError("unsupported hash algorithm in ESSCertIDv2")
+      nodeAlg = alg.node
+    }
+  }
+  const certHash = parts[0]
+  if (!(certHash instanceof asn1js.OctetString)) throw new TsaValidationError("malformed ESSCertID certHash")
+  const expected = hashBytes(nodeAlg, signerDer)
+  if (!bytesEqual(copyBytes(certHash.valueBlock.valueHexView), expected)) {
+    throw new TsaValidationError("ESS signing certificate hash does not match the signer certificate")
+  }
+  const issuerSerial = parts[1]
+  if (issuerSerial instanceof asn1js.Sequence) {
+    const serial = issuerSerial.valueBlock.value[1]
+    if (serial instanceof asn1js.Integer && !serial.isEqual(signer.serialNumber)) {
+      throw new TsaValidationError("ESS issuerSerial does not match the signer certificate serial number")
+    }
+  }
+}
+
+const bigIntOfSignedInteger = (int: asn1js.Integer): bigint => int.toBigInt()
+
+/**
+ * Validate a TimeStampToken for `digest`. Throws TsaValidationError on any
+ * failure; returns the parsed details on success.
+ */
+export const validateTimeStampToken = async (token: Uint8Array, opts: ValidateOptions): Promise<ValidatedToken> => {
+  ensureCryptoEngine()
+  const decoded = decodeToken(token)
+  const { signedData, tstInfo, tstInfoDer } = decoded
+
+  if (tstInfo.version !== 1) throw new TsaValidationError(`unsupported TSTInfo version ${tstInfo.version}`)
+
+  // Message imprint: SHA-256 over exactly our digest (compared directly, not re-hashed).
+  const mi = tstInfo.messageImprint
+  if (mi.hashAlgorithm.algorithmId !== OID.sha256) {
+    throw new TsaValidationError(`message imprint algorithm is ${mi.hashAlgorithm.algorithmId}, expected SHA-256`)
+  }
+  if (!bytesEqual(copyBytes(mi.hashedMessage.valueBlock.valueHexView), opts.digest)) {
+    throw new TsaValidationError("message imprint does not match the digest")
+  }
+
+  if (opts.nonce !== undefined) {
+    if (!tstInfo.nonce) throw new TsaValidationError("token carries no nonce")
+    if (bigIntOfSignedInteger(tstInfo.nonce) !== unsignedToBigInt(opts.nonce)) {
+      throw new TsaValidationError("nonce does not match the request")
+    }
+  }
+
+  if (signedData.signerInfos.length !== 1) {
+    throw new TsaValidationError(`token must have exactly one signer, has ${signedData.signerInfos.length}`)
+  }
+  const signerInfo = signedData.signerInfos[0]!
+  if (!signerInfo.signedAttrs) throw new TsaValidationError("token has no signed attributes")
+  const ct = findAttribute(signerInfo, OID.contentType)?.values[0]
+  if (!(ct instanceof asn1js.ObjectIdentifier) || ct.valueBlock.toString() !== OID.tstInfo) {
+    throw new TsaValidationError("signed contentType attribute is not id-ct-TSTInfo")
+  }
+  if (decoded.certificates.length === 0) {
+    throw new TsaValidationError("token embeds no certificate (certReq was not honoured)")
+  }
+
+  let trustedCerts: Array<pkijs.Certificate> = []
+  if (opts.requireChain) {
+    if (opts.trustAnchorsPem === undefined) throw new TsaValidationError("chain validation requested without trust anchors")
+    trustedCerts = parseTrustAnchors(opts.trustAnchorsPem)
+  }
+
+  // pkijs' SignedData.verify re-hashes "data" against the TSTInfo imprint when
+  // eContentType is id-ct-TSTInfo; we only have the digest (checked above), so
+  // verify the CMS signature as if the content were opaque: the messageDigest
+  // attribute still has to match the TSTInfo bytes and the signature has to
+  // cover the signed attributes.
+  signedData.encapContentInfo.eContentType = OID.data
+  const verify = (checkChain: boolean) =>
+    signedData.verify({ signer: 0, checkChain, trustedCerts, checkDate: tstInfo.genTime, extendedMode: true })
+  let result: pkijs.SignedDataVerifyResult
+  try {
+    try {
+      result = await verify(opts.requireChain)
+    } catch (e) {
+      // A trust anchor may also be the TSA certificate itself (pinned leaf):
+      // pkijs cannot build a path for that, so accept an exact DER match.
+      const signer = e instanceof pkijs.SignedDataVerifyError ? e.signerCertificate : null
+      const signerDer = signer ? decoded.certificates.find((c) => c.cert === signer || (
+        c.cert.issuer.isEqual(signer.issuer) && c.cert.serialNumber.isEqual(signer.serialNumber)))?.der : undefined
+      const pinned =
+        e instanceof pkijs.SignedDataVerifyError && e.code === 5 && signerDer !== undefined &&
+        trustedCerts.some((a) => bytesEqual(new Uint8Array(a.toSchema().toBER()), signerDer))
+      if (!pinned) throw e
+      result = await verify(false)
+    }
+  } catch (e) {
+    throw new TsaValidationError(errMessage(e) || "CMS signature verification failed", { cause: e })
+  } finally {
+    signedData.encapContentInfo.eContentType = OID.tstInfo
+  }
+  if (result.signatureVerified !== true) throw new TsaValidationError("CMS signature does not verify")
+  const signerCert = result.signerCertificate
+  if (!signerCert) throw new TsaValidationError("signer certificate not found in token")
+  const signerEntry = decoded.certificates.find(
+    (c) => c.cert.issuer.isEqual(signerCert.issuer) && c.cert.serialNumber.isEqual(signerCert.serialNumber)
+  )
+  if (!signerEntry) throw new TsaValidationError("signer certificate not found in token")
+
+  // Make sure the messageDigest attribute covers exactly the TSTInfo we parsed.
+  const md = findAttribute(signerInfo, OID.messageDigest)?.values[0]
+  const digestAlg = HASH_NAMES[signerInfo.digestAlgorithm.algorithmId]
+  if (!digestAlg || !(md instanceof asn1js.OctetString)) throw new TsaValidationError("missing messageDigest attribute")
+  if (!bytesEqual(copyBytes(md.valueBlock.valueHexView), hashBytes(digestAlg.node, tstInfoDer))) {
+    throw new TsaValidationError("messageDigest attribute does not match the TSTInfo")
+  }
+
+  checkSignerCertificateUsage(signerEntry.cert)
+  const genTime = tstInfo.genTime
+  if (genTime < signerEntry.cert.notBefore.value || genTime > signerEntry.cert.notAfter.value) {
+    throw new TsaValidationError("genTime is outside the signer certificate validity period")
+  }
+  checkEssSigningCertificate(signerInfo, signerEntry.der, signerEntry.cert)
+
+  const details = detailsOf(decoded)
+  return {
+    genTime,
+    serialNumber: details.serial_number,
+    policy: details.policy,
+    nonce: details.nonce,
+    hashAlgorithm: details.hash_algorithm,
+    hashedMessage: details.hashed_message,
+    tsaName: details.tsa_name,
+    accuracy: details.accuracy,
+    signer: certificateInfo(signerEntry.cert),
+    chainVerified: opts.requireChain,
+    details
+  }
+}
+
+/**
+ * Offline verification (for the verifier CLI). With trust anchors the signer
+ * chain is validated; without, only the CMS signature against the token's own
+ * embedded certificate is checked and `chainVerified` is false.
+ */
+export const verifyTokenOffline = (
+  token: Uint8Array,
+  digest: Uint8Array,
+  trustAnchorsPem?: string
+): Promise<ValidatedToken> =>
+  validateTimeStampToken(token, {
+    digest,
+    requireChain: trustAnchorsPem !== undefined,
+    ...(trustAnchorsPem !== undefined ? { trustAnchorsPem } : {})
+  })

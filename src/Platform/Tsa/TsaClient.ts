@@ -1,0 +1,256 @@
+/**
+ * TsaClient — the Effect port for RFC 3161 time-stamping (tier T1).
+ *
+ * - `layerHttp({ urls, trustAnchorsPem, timeoutMs })`: POSTs the request to
+ *   each URL in order (failover on HTTP error, timeout, malformed / rejected /
+ *   invalid reply), validating every reply BEFORE it is returned. `provider`
+ *   of a stamp is the URL that answered (userinfo credentials stripped).
+ * - `layerDemo(dataDir)`: the embedded local demo TSA (see DemoTsa.ts); its
+ *   stamps go through the same validation, chained to `demo-tsa/root.pem`.
+ */
+import { Context, Data, Duration, Effect, Either, Layer } from "effect"
+import { loadOrCreateDemoTsa } from "./DemoTsa.js"
+import {
+  buildTimeStampRequest,
+  parseTimeStampResponse,
+  parseTrustAnchors,
+  TsaValidationError,
+  validateTimeStampToken
+} from "./Rfc3161.js"
+
+export interface TsaStamp {
+  /** The TimeStampToken (CMS ContentInfo DER). */
+  readonly token: Uint8Array
+  readonly genTime: Date
+  /** Which TSA issued it: the answering URL, or the demo label. */
+  readonly provider: string
+}
+
+export class TsaError extends Data.TaggedError("TsaError")<{
+  readonly message: string
+  readonly attempts: ReadonlyArray<{ readonly url: string; readonly reason: string }>
+}> {}
+
+export interface TsaClientService {
+  /** Human description: the URL list, or the demo label. */
+  readonly provider: string
+  readonly timestamp: (digest: Uint8Array) => Effect.Effect<TsaStamp, TsaError>
+}
+
+export class TsaClient extends Context.Tag("Platform/TsaClient")<TsaClient, TsaClientService>() {}
+
+export const DEFAULT_TSA_TIMEOUT_MS = 10_000
+/** Replies larger than this are rejected (real tokens are a few KiB). */
+const MAX_REPLY_BYTES = 1024 * 1024
+
+export interface HttpTsaOptions {
+  readonly urls: ReadonlyArray<string>
+  /** PEM trust anchors; when set every token must chain to one of them. */
+  readonly trustAnchorsPem: string | undefined
+  /** Per-attempt bound on the HTTP exchange (default 10 s). */
+  readonly timeoutMs?: number
+}
+
+/** Split `ATTESTD_TSA_URL` (comma-separated) into a list of http(s) URLs. */
+export const parseTsaUrls = (value: string): Array<string> => {
+  const urls = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+  for (const u of urls) {
+    let parsed: URL
+    try {
+      parsed = new URL(u)
+    } catch {
+      throw new Error(`invalid TSA URL: ${u}`)
+    }
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`TSA URL must be http(s): ${u}`)
+  }
+  return urls
+}
+
+interface Target {
+  /** URL without credentials (what fetch gets and what we log / record). */
+  readonly url: string
+  readonly authorization?: string
+}
+
+/** fetch() refuses URLs with userinfo; turn it into a Basic auth header. */
+const toTarget = (raw: string): Target => {
+  try {
+    const u = new URL(raw)
+    if (u.username === "" && u.password === "") return { url: raw }
+    const auth = Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString("base64")
+    u.username = ""
+    u.password = ""
+    return { url: u.toString(), authorization: `Basic ${auth}` }
+  } catch {
+    return { url: raw }
+  }
+}
+
+const reasonOf = (e: unknown): string => {
+  if (e instanceof TsaValidationError) return e.reason
+  if (e instanceof Error) {
+    const cause = e.cause instanceof Error ? `: ${e.cause.message}` : ""
+    return `${e.message}${cause}`
+  }
+  return String(e)
+}
+
+const postRequest = (target: Target, body: Uint8Array, timeoutMs: number): Effect.Effect<Uint8Array, string> =>
+  Effect.tryPromise({
+    try: async (interrupted) => {
+      // Wall-clock bound independent of the Effect Clock (so it also holds
+      // under a TestClock), combined with Effect interruption.
+      const deadline = AbortSignal.timeout(timeoutMs)
+      const signal = AbortSignal.any([interrupted, deadline])
+      try {
+        return await exchange(target, body, signal)
+      } catch (e) {
+        if (deadline.aborted) throw new Error(`timed out after ${timeoutMs} ms`)
+        throw e
+      }
+    },
+    catch: reasonOf
+  }).pipe(
+    // Belt and braces: interrupting the tryPromise aborts `interrupted`, which cancels the fetch.
+    Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => `timed out after ${timeoutMs} ms` })
+  )
+
+const exchange = async (target: Target, body: Uint8Array, signal: AbortSignal): Promise<Uint8Array> => {
+  const res = await fetch(target.url, {
+    method: "POST",
+    headers: {
+      "content-type": "application/timestamp-query",
+      accept: "application/timestamp-reply",
+      ...(target.authorization !== undefined ? { authorization: target.authorization } : {})
+    },
+    body,
+    signal,
+    redirect: "error"
+  })
+  if (!res.ok) {
+    await res.body?.cancel().catch(() => undefined)
+    throw new Error(`HTTP ${res.status} ${res.statusText}`.trim())
+  }
+  const declared = Number(res.headers.get("content-length") ?? "0")
+  if (declared > MAX_REPLY_BYTES) {
+    await res.body?.cancel().catch(() => undefined)
+    throw new Error(`reply too large (${declared} bytes)`)
+  }
+  const buf = new Uint8Array(await res.arrayBuffer())
+  if (buf.byteLength > MAX_REPLY_BYTES) throw new Error(`reply too large (${buf.byteLength} bytes)`)
+  if (buf.byteLength === 0) throw new Error("empty reply")
+  return buf
+}
+
+const checkReply = (
+  replyDer: Uint8Array,
+  digest: Uint8Array,
+  nonce: Uint8Array,
+  trustAnchorsPem: string | undefined
+): Effect.Effect<{ token: Uint8Array; genTime: Date }, string> =>
+  Effect.tryPromise({
+    try: async () => {
+      const parsed = parseTimeStampResponse(replyDer)
+      if (parsed.status !== 0 && parsed.status !== 1) {
+        const extra = [parsed.statusText, parsed.failInfo?.join(",")].filter((s) => s !== undefined && s !== "")
+        throw new TsaValidationError(`TSA refused: status ${parsed.status}${extra.length > 0 ? ` (${extra.join("; ")})` : ""}`)
+      }
+      if (!parsed.token) throw new TsaValidationError("granted reply carries no token")
+      const v = await validateTimeStampToken(parsed.token, {
+        digest,
+        nonce,
+        requireChain: trustAnchorsPem !== undefined,
+        ...(trustAnchorsPem !== undefined ? { trustAnchorsPem } : {})
+      })
+      return { token: parsed.token, genTime: v.genTime }
+    },
+    catch: reasonOf
+  })
+
+const buildRequest = (digest: Uint8Array): Effect.Effect<{ der: Uint8Array; nonce: Uint8Array }, TsaError> =>
+  Effect.try({
+    try: () => buildTimeStampRequest(digest),
+    catch: (e) => new TsaError({ message: `cannot build time-stamp request: ${reasonOf(e)}`, attempts: [] })
+  })
+
+/** The HTTP TsaClient service (see layerHttp). */
+export const makeHttpTsaClient = (opts: HttpTsaOptions): TsaClientService => {
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TSA_TIMEOUT_MS
+  const targets = opts.urls.map(toTarget)
+  const provider = targets.map((t) => t.url).join(", ")
+  let anchorsProblem: string | undefined
+  if (opts.trustAnchorsPem !== undefined) {
+    try {
+      parseTrustAnchors(opts.trustAnchorsPem)
+    } catch (e) {
+      anchorsProblem = reasonOf(e)
+    }
+  }
+
+  const timestamp = (digest: Uint8Array): Effect.Effect<TsaStamp, TsaError> =>
+    Effect.gen(function* () {
+      if (targets.length === 0) return yield* new TsaError({ message: "no TSA URL configured", attempts: [] })
+      if (anchorsProblem !== undefined) {
+        return yield* new TsaError({ message: `TSA trust anchors unusable: ${anchorsProblem}`, attempts: [] })
+      }
+      const req = yield* buildRequest(digest)
+      const attempts: Array<{ url: string; reason: string }> = []
+      for (const target of targets) {
+        const result = yield* Effect.either(
+          postRequest(target, req.der, timeoutMs).pipe(
+            Effect.flatMap((reply) => checkReply(reply, digest, req.nonce, opts.trustAnchorsPem))
+          )
+        )
+        if (Either.isRight(result)) {
+          return { token: result.right.token, genTime: result.right.genTime, provider: target.url }
+        }
+        attempts.push({ url: target.url, reason: result.left })
+        yield* Effect.logWarning(`TSA ${target.url} failed: ${result.left}`).pipe(
+          Effect.annotateLogs({ tsaUrl: target.url, reason: result.left })
+        )
+      }
+      return yield* new TsaError({
+        message: `all ${targets.length} TSA(s) failed: ${attempts.map((a) => `${a.url}: ${a.reason}`).join("; ")}`,
+        attempts
+      })
+    }).pipe(Effect.withSpan("TsaClient.timestamp"))
+
+  return { provider, timestamp }
+}
+
+/** Layer for an RFC 3161 TSA over HTTP(S), URLs tried in order. */
+export const layerHttp = (opts: HttpTsaOptions): Layer.Layer<TsaClient> => Layer.succeed(TsaClient, makeHttpTsaClient(opts))
+
+/** Layer for the embedded demo TSA (`<dataDir>/demo-tsa`, created on first use). */
+export const layerDemo = (dataDir: string): Layer.Layer<TsaClient, Error> =>
+  Layer.effect(
+    TsaClient,
+    Effect.gen(function* () {
+      const demo = yield* Effect.tryPromise({
+        try: () => loadOrCreateDemoTsa(dataDir),
+        catch: (e) => (e instanceof Error ? e : new Error(String(e)))
+      })
+      const timestamp = (digest: Uint8Array): Effect.Effect<TsaStamp, TsaError> =>
+        Effect.gen(function* () {
+          const req = yield* buildRequest(digest)
+          const result = yield* Effect.either(
+            Effect.tryPromise({ try: () => demo.reply(req.der), catch: reasonOf }).pipe(
+              Effect.flatMap((reply) => checkReply(reply, digest, req.nonce, demo.rootPem))
+            )
+          )
+          if (Either.isLeft(result)) {
+            yield* Effect.logWarning(`demo TSA failed: ${result.left}`)
+            return yield* new TsaError({
+              message: `demo TSA failed: ${result.left}`,
+              attempts: [{ url: demo.provider, reason: result.left }]
+            })
+          }
+          return { token: result.right.token, genTime: result.right.genTime, provider: demo.provider }
+        })
+      return TsaClient.of({ provider: demo.provider, timestamp })
+    })
+  )
+

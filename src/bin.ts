@@ -1,0 +1,186 @@
+#!/usr/bin/env node
+/** The `attestd` command line (CONTRACT.md §1). */
+import { Args, Command, Options } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Console, ConfigProvider, Effect, Layer, Option } from "effect"
+import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
+import { parseCidr } from "./Auth/ClientAddress.js"
+import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
+import { SERVICE_VERSION } from "./Info/Version.js"
+import { AppLive, DatabaseLive, ServerLive } from "./main.js"
+import { AppConfig, appConfig } from "./Platform/Config.js"
+import { migrate } from "./Platform/Sql.js"
+import { generateKey, registerPublicKeys } from "./Platform/Signer.js"
+
+/** `serve` flags, each the same setting as an environment variable. */
+const FLAGS = {
+  port: "PORT",
+  host: "HOST",
+  "database-url": "DATABASE_URL",
+  mode: "ATTESTD_MODE",
+  env: "ATTESTD_ENV",
+  "tsa-url": "ATTESTD_TSA_URL",
+  "tsa-ca-file": "ATTESTD_TSA_CA_FILE",
+  "ots-calendars": "ATTESTD_OTS_CALENDARS",
+  "seal-interval": "ATTESTD_SEAL_INTERVAL",
+  "anchor-interval": "ATTESTD_ANCHOR_INTERVAL",
+  "ots-upgrade-interval": "ATTESTD_OTS_UPGRADE_INTERVAL",
+  "webhook-retry-delays": "ATTESTD_WEBHOOK_RETRY_DELAYS",
+  "data-dir": "ATTESTD_DATA_DIR",
+  "demo-confirm-delay": "ATTESTD_DEMO_CONFIRM_DELAY",
+  "trust-proxy": "ATTESTD_TRUST_PROXY",
+  "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
+  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES"
+} as const
+
+const settingOptions = Options.all(
+  Object.fromEntries(
+    Object.entries(FLAGS).map(([flag, env]) => [flag, Options.text(flag).pipe(Options.withDescription(`same as ${env}`), Options.optional)])
+  ) as Record<keyof typeof FLAGS, Options.Options<Option.Option<string>>>
+)
+
+const withSettings = (settings: Record<string, Option.Option<string>>) => {
+  const map = new Map<string, string>()
+  for (const [flag, value] of Object.entries(settings)) {
+    if (Option.isSome(value)) map.set(FLAGS[flag as keyof typeof FLAGS], value.value)
+  }
+  return ConfigProvider.fromMap(map).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
+}
+
+const loadConfig = appConfig
+
+const runServer = (settings: Record<string, Option.Option<string>>, options: { http: boolean; workers: boolean; migrate: boolean }) =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    yield* Effect.logInfo(`attestd ${SERVICE_VERSION} (${config.mode} mode, ${config.databaseUrl.split(":")[0]})`)
+    return yield* Layer.launch(options.http ? ServerLive(config, options) : AppLive(config, options))
+  }).pipe(Effect.withConfigProvider(withSettings(settings)))
+
+const serve = Command.make(
+  "serve",
+  {
+    settings: settingOptions,
+    noWorkers: Options.boolean("no-workers").pipe(Options.withDescription("API only, no background workers")),
+    noMigrate: Options.boolean("no-migrate").pipe(Options.withDescription("do not apply migrations on start"))
+  },
+  ({ noMigrate, noWorkers, settings }) => runServer(settings, { http: true, workers: !noWorkers, migrate: !noMigrate })
+).pipe(Command.withDescription("start the HTTP API and the background workers"))
+
+const worker = Command.make(
+  "worker",
+  { settings: settingOptions, noMigrate: Options.boolean("no-migrate") },
+  ({ noMigrate, settings }) => runServer(settings, { http: false, workers: true, migrate: !noMigrate })
+).pipe(Command.withDescription("background workers only (sealer, anchorer, OTS upgrader, webhook dispatcher)"))
+
+/** Runs `effect` against the configured, migrated database. */
+const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    return yield* effect.pipe(
+      Effect.provide(Layer.mergeAll(ApiKeyRepo.Default).pipe(Layer.provideMerge(DatabaseLive(config)))),
+      Effect.provideService(AppConfig, config)
+    )
+  })
+
+const migrateCommand = Command.make("migrate", {}, () =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    const applied = yield* migrate.pipe(Effect.provide(DatabaseLive(config, { migrate: false })))
+    yield* Console.log(JSON.stringify({ applied: applied.map(([id, name]) => `${id}_${name}`) }))
+  })).pipe(Command.withDescription("apply database migrations"))
+
+const fail = (message: string) => Effect.zipRight(Console.error(message), Effect.fail(new Error(message)))
+
+const keysCreate = Command.make(
+  "create",
+  {
+    label: Options.text("label"),
+    scopes: Options.text("scopes").pipe(Options.optional),
+    org: Options.text("org").pipe(Options.optional),
+    env: Options.choice("env", ["test", "production"]).pipe(Options.optional),
+    allowIp: Options.text("allow-ip").pipe(Options.repeated),
+    rateLimit: Options.integer("rate-limit").pipe(Options.optional),
+    monthlyQuota: Options.integer("monthly-quota").pipe(Options.optional)
+  },
+  (o) =>
+    Effect.gen(function*() {
+      const scopes = Option.map(o.scopes, (s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0))
+      if (Option.isSome(scopes)) {
+        const bad = scopes.value.filter((s) => !isScope(s))
+        if (bad.length > 0) return yield* fail(`unknown scope(s): ${bad.join(", ")}; known: ${SCOPES.join(", ")}`)
+      }
+      const badIps = o.allowIp.filter((c) => parseCidr(c) === undefined)
+      if (badIps.length > 0) return yield* fail(`not an IP address or CIDR: ${badIps.join(", ")}`)
+      if (Option.isSome(o.rateLimit) && o.rateLimit.value < 1) return yield* fail("--rate-limit must be at least 1")
+      if (Option.isSome(o.monthlyQuota) && o.monthlyQuota.value < 0) return yield* fail("--monthly-quota must be >= 0")
+      const env = Option.getOrNull(o.env) as "test" | "production" | null
+      const created = yield* withDatabase(Effect.flatMap(ApiKeyRepo, (repo) =>
+        repo.create({
+          label: o.label,
+          scopes: Option.getOrNull(scopes) as Array<Scope> | null,
+          orgId: Option.getOrNull(o.org),
+          env,
+          allowIps: o.allowIp.length > 0 ? o.allowIp : null,
+          rateLimit: Option.getOrNull(o.rateLimit),
+          monthlyQuota: Option.getOrNull(o.monthlyQuota)
+        })))
+      yield* Console.log(JSON.stringify({
+        id: created.id,
+        key: created.secret,
+        label: o.label,
+        scopes: Option.getOrElse(scopes, () => [...SCOPES]),
+        org_id: Option.getOrNull(o.org),
+        env,
+        allow_ips: o.allowIp,
+        rate_limit: Option.getOrNull(o.rateLimit),
+        monthly_quota: Option.getOrNull(o.monthlyQuota),
+        created_at: created.createdAt
+      }))
+    })
+).pipe(Command.withDescription("create an API key; prints it once"))
+
+const keysList = Command.make("list", {}, () =>
+  Effect.gen(function*() {
+    const keys = yield* withDatabase(Effect.flatMap(ApiKeyRepo, (repo) => repo.list))
+    yield* Console.log(JSON.stringify({
+      keys: keys.map((k) => ({
+        id: k.id,
+        label: k.label,
+        scopes: k.scopes ?? [...SCOPES],
+        org_id: k.orgId,
+        env: k.env,
+        allow_ips: k.allowIps ?? [],
+        rate_limit: k.rateLimit,
+        monthly_quota: k.monthlyQuota,
+        created_at: k.createdAt,
+        revoked_at: k.revokedAt
+      }))
+    }))
+  })).pipe(Command.withDescription("list API keys (never prints secrets)"))
+
+const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }) }, ({ id }) =>
+  Effect.gen(function*() {
+    const revoked = yield* withDatabase(Effect.flatMap(ApiKeyRepo, (repo) => repo.revoke(id)))
+    if (!revoked) return yield* fail(`no active key ${id}`)
+    yield* Console.log(JSON.stringify({ id, revoked: true }))
+  })).pipe(Command.withDescription("revoke an API key"))
+
+const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
+
+const rotate = Command.make("rotate", {}, () =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    const key = generateKey(config.dataDir, Date.now())
+    yield* withDatabase(registerPublicKeys([key]))
+    yield* Console.log(JSON.stringify({ kid: key.kid, created_at: key.createdAt, jwk: key.jwk }))
+  })).pipe(Command.withDescription("add a new active signing key; old keys stay listed and verifiable"))
+
+const signingKeys = Command.make("signing-keys").pipe(Command.withSubcommands([rotate]))
+
+const attestd = Command.make("attestd").pipe(
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys])
+)
+
+const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })
+
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: false }))

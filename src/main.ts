@@ -1,0 +1,87 @@
+/** Wiring: which Layers make up the service for a configuration. Nothing else lives here. */
+import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import { createServer } from "node:http"
+import { Api } from "./Api.js"
+import { AttestationRepo } from "./Attestations/Repo.js"
+import { Attestor } from "./Attestations/Attestor.js"
+import { Evidence } from "./Attestations/Evidence.js"
+import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
+import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
+import { Authenticator, AuthenticationLive } from "./Auth/Http.js"
+import { Quota } from "./Auth/Quota.js"
+import { RateLimiter } from "./Auth/RateLimiter.js"
+import { ApiErrorsLive, edge } from "./Http/Edge.js"
+import { HealthChecks } from "./Info/HealthChecks.js"
+import { InfoLive, SigningKeys } from "./Info/Http.js"
+import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
+import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
+import { Signer } from "./Platform/Signer.js"
+
+export interface ServeOptions {
+  readonly migrate?: boolean
+  readonly http?: boolean
+  readonly workers?: boolean
+}
+
+/** The database, migrated unless told otherwise. */
+export const DatabaseLive = (config: AppConfigShape, options: { readonly migrate?: boolean } = {}) => {
+  const sql = layerFromUrl(config.databaseUrl)
+  return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
+}
+
+/** Domain services over the database, signer and clock. */
+export const ServicesLive = (config: AppConfigShape) =>
+  Layer.mergeAll(
+    Attestor.Default,
+    Evidence.Default,
+    Authenticator.Default,
+    Quota.Default,
+    SigningKeys.Default,
+    HealthChecks.Default
+  ).pipe(
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default)),
+    Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
+  )
+
+/** The HTTP API (without a listening server). */
+export const HttpApiLive = Layer.mergeAll(
+  HttpApiSwagger.layer({ path: "/docs" }),
+  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  ApiErrorsLive
+).pipe(
+  Layer.provideMerge(
+    HttpApiBuilder.api(Api).pipe(
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, InfoLive]),
+      Layer.provide(AuthenticationLive)
+    )
+  )
+)
+
+/** Services, database and configuration, plus the background workers unless disabled. */
+export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
+  ServicesLive(config).pipe(
+    Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
+    Layer.provideMerge(Layer.succeed(AppConfig, config))
+  )
+
+/** The HTTP server on the configured address, over AppLive. */
+export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
+  const http = HttpApiBuilder.serve(edge).pipe(
+    Layer.provide(HttpApiLive),
+    HttpServer.withLogAddress,
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+  )
+  const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
+  return served.pipe(Layer.provideMerge(AppLive(config, options)))
+}
+
+/** Starts a server in this process (tests, benchmarks); resolves with its base URL. */
+export const startServer = async (config: AppConfigShape, options: ServeOptions = {}) => {
+  const runtime = ManagedRuntime.make(ServerLive(config, options))
+  const server = await runtime.runPromise(HttpServer.HttpServer)
+  const address = server.address
+  const url = address._tag === "TcpAddress" ? `http://${address.hostname === "::" ? "127.0.0.1" : address.hostname}:${address.port}` : ""
+  return { url, runtime, close: () => runtime.dispose() }
+}

@@ -2,6 +2,7 @@
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
 import { InfoApi } from "./Info/Api.js"
+import { ProofsApi } from "./Sealing/Api.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
@@ -10,6 +11,7 @@ export class Api extends HttpApi.make("attestd")
   .add(AttestationsApi)
   .add(VerificationApi)
   .add(LookupApi)
+  .add(ProofsApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

@@ -18,6 +18,12 @@ import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
+import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
+import { ProofsLive } from "./Sealing/Http.js"
+import { SealingRepo } from "./Sealing/Repo.js"
+import { Sealer } from "./Sealing/Sealer.js"
+import { readFileSync } from "node:fs"
+import { Option } from "effect"
 
 export interface ServeOptions {
   readonly migrate?: boolean
@@ -31,7 +37,16 @@ export const DatabaseLive = (config: AppConfigShape, options: { readonly migrate
   return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
 }
 
-/** Domain services over the database, signer and clock. */
+/** The TSA: the configured RFC 3161 servers, or the embedded demo TSA. */
+export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>
+  config.tsaUrls.length > 0
+    ? TsaHttp({
+      urls: config.tsaUrls,
+      trustAnchorsPem: Option.getOrUndefined(Option.map(config.tsaCaFile, (f) => readFileSync(f, "utf8")))
+    })
+    : Layer.orDie(TsaDemo(config.dataDir))
+
+/** Domain services over the database, signer, TSA and clock. */
 export const ServicesLive = (config: AppConfigShape) =>
   Layer.mergeAll(
     Attestor.Default,
@@ -39,9 +54,11 @@ export const ServicesLive = (config: AppConfigShape) =>
     Authenticator.Default,
     Quota.Default,
     SigningKeys.Default,
-    HealthChecks.Default
+    Sealer.Default
   ).pipe(
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default)),
+    Layer.provideMerge(HealthChecks.Default),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default)),
+    Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
   )
 
@@ -53,15 +70,24 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )
 )
 
+/** The background fibers: sealer (and later anchorer, OTS upgrader, webhook dispatcher). */
+export const WorkersLive = Layer.scopedDiscard(
+  Effect.gen(function*() {
+    const sealer = yield* Sealer
+    yield* Effect.forkScoped(sealer.run)
+  })
+)
+
 /** Services, database and configuration, plus the background workers unless disabled. */
 export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
-  ServicesLive(config).pipe(
+  (options.workers === false ? Layer.empty : WorkersLive).pipe(
+    Layer.provideMerge(ServicesLive(config)),
     Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )

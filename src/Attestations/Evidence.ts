@@ -1,9 +1,10 @@
 /**
- * Evidence bundles (spec 2.7): the T0 part from the attestation itself; the T1
- * and T2 parts come from the sealing and anchoring stores once those tiers exist.
+ * Evidence bundles (spec 2.7): t0 from the attestation itself, t1 from its
+ * sealed batch (camelCase inside, snake_case at the top).
  */
 import { Effect } from "effect"
 import { T0_ALGORITHM } from "../Domain/T0.js"
+import { SealingRepo } from "../Sealing/Repo.js"
 import type { Attestation } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
@@ -15,14 +16,40 @@ export const t0Evidence = (a: Attestation) => ({
 })
 
 export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence", {
-  succeed: {
-    bundle: (a: Attestation) =>
-      Effect.succeed({
-        id: a.id,
-        hash_hex: a.hashHex as never,
-        level: a.level,
-        t0: t0Evidence(a)
-      }),
-    otsAvailable: (_a: Attestation) => Effect.succeed(false)
-  }
+  effect: Effect.gen(function*() {
+    const sealing = yield* SealingRepo
+
+    const t1Evidence = (a: Attestation) =>
+      Effect.gen(function*() {
+        if (a.batchId === null || a.leafIndex === null) return undefined
+        const batch = yield* sealing.batchById(a.batchId)
+        if (!batch) return undefined
+        const proof = yield* sealing.proof(batch, a.leafIndex)
+        return {
+          batchId: batch.id,
+          merkleRoot: batch.merkleRoot as never,
+          merkleProof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+          tsaProvider: batch.tsaProvider,
+          tsaTimestamp: batch.tsaGenTime,
+          tsaToken: Buffer.from(batch.tsaToken).toString("base64")
+        }
+      })
+
+    const bundle = (a: Attestation) =>
+      Effect.gen(function*() {
+        const t1 = yield* Effect.orDie(t1Evidence(a))
+        return {
+          id: a.id,
+          hash_hex: a.hashHex as never,
+          level: a.level,
+          t0: t0Evidence(a),
+          ...(t1 ? { t1 } : {})
+        }
+      })
+
+    return {
+      bundle,
+      otsAvailable: (_a: Attestation) => Effect.succeed(false)
+    }
+  })
 }) {}

@@ -191,9 +191,48 @@ function makeMerkleKernel() {
     }
   }
 
-  // Levels 1..sizes.length-1 of a tree stored in buf, level l at byte offset offs[l].
-  function hashLevels(buf, offs, sizes) {
-    for (let l = 0; l + 1 < sizes.length; l++) hashLevel(buf, offs[l], sizes[l], buf, offs[l + 1]);
+  // Levels from+1 .. sizes.length-1 of a tree stored in buf, level l at byte offset offs[l].
+  function hashLevels(buf, offs, sizes, from) {
+    for (let l = from; l + 1 < sizes.length; l++) hashLevel(buf, offs[l], sizes[l], buf, offs[l + 1]);
+  }
+
+  // Chunk c of the lower levels: leaves [c * 2^depth, (c + 1) * 2^depth) of
+  // level 0 in buf, hashed up to level 'depth'. At level l < depth the chunk
+  // starts at an even node index, so chunks are independent; only the last
+  // chunk can be partial, and it ends where the level ends, so pairing an odd
+  // last node with itself is exactly the whole-tree rule.
+  function hashChunk(buf, offs, sizes, depth, c) {
+    for (let l = 0; l < depth; l++) {
+      const span = Math.pow(2, depth - l);
+      const start = c * span;
+      const count = Math.min(span, sizes[l] - start);
+      hashLevel(buf, offs[l] + start * 32, count, buf, offs[l + 1] + (start / 2) * 32);
+    }
+  }
+
+  // Level-0 leaves [from, to) in sorted order: leaf i is decoded leaf
+  // keys[i] mod scale. dec32 / dst32 are Int32Array views, 8 words per leaf.
+  function permute(keys, scale, dec32, dst32, from, to) {
+    for (let i = from; i < to; i++) {
+      const s = (keys[i] % scale) * 8, o = i * 8;
+      dst32[o] = dec32[s]; dst32[o + 1] = dec32[s + 1]; dst32[o + 2] = dec32[s + 2]; dst32[o + 3] = dec32[s + 3];
+      dst32[o + 4] = dec32[s + 4]; dst32[o + 5] = dec32[s + 5]; dst32[o + 6] = dec32[s + 6]; dst32[o + 7] = dec32[s + 7];
+    }
+  }
+
+  // Work-shared lower levels: take chunk numbers from the shared counter until
+  // none are left; for each, place its sorted leaves into buf and hash it.
+  // Returns the chunks done here.
+  function runChunks(counter, chunkCount, keys, scale, dec32, buf, buf32, offs, sizes, depth) {
+    const done = [];
+    const unit = Math.pow(2, depth);
+    for (;;) {
+      const c = Atomics.add(counter, 0, 1);
+      if (c >= chunkCount) return done;
+      permute(keys, scale, dec32, buf32, c * unit, Math.min((c + 1) * unit, sizes[0]));
+      hashChunk(buf, offs, sizes, depth, c);
+      done.push(c);
+    }
   }
 
   // Two ASCII characters (read as one native-endian uint16) -> byte, or -1.
@@ -243,13 +282,41 @@ function makeMerkleKernel() {
     }
   }
 
-  return { hashLevel: hashLevel, hashLevels: hashLevels, decodeLeaves: decodeLeaves, buildKeys: buildKeys };
+  return {
+    hashLevel: hashLevel,
+    hashLevels: hashLevels,
+    hashChunk: hashChunk,
+    permute: permute,
+    runChunks: runChunks,
+    decodeLeaves: decodeLeaves,
+    buildKeys: buildKeys
+  };
 }
 `
 
 interface Kernel {
   readonly hashLevel: (src: Uint8Array, srcOff: number, count: number, dst: Uint8Array, dstOff: number) => void
-  readonly hashLevels: (buf: Uint8Array, offs: ReadonlyArray<number>, sizes: ReadonlyArray<number>) => void
+  readonly hashLevels: (buf: Uint8Array, offs: ReadonlyArray<number>, sizes: ReadonlyArray<number>, from: number) => void
+  readonly hashChunk: (
+    buf: Uint8Array,
+    offs: ReadonlyArray<number>,
+    sizes: ReadonlyArray<number>,
+    depth: number,
+    chunk: number
+  ) => void
+  readonly permute: (keys: Float64Array, scale: number, dec32: Int32Array, dst32: Int32Array, from: number, to: number) => void
+  readonly runChunks: (
+    counter: Int32Array,
+    chunkCount: number,
+    keys: Float64Array,
+    scale: number,
+    dec32: Int32Array,
+    buf: Uint8Array,
+    buf32: Int32Array,
+    offs: ReadonlyArray<number>,
+    sizes: ReadonlyArray<number>,
+    depth: number
+  ) => Array<number>
   readonly decodeLeaves: (asc16: Uint16Array, count: number, dec: Uint8Array, decOff: number) => number
   readonly buildKeys: (dec: Uint8Array, keys: Float64Array, from: number, to: number, idxBits: number) => void
 }
@@ -431,24 +498,16 @@ const resolveTies = (keys: Float64Array, idxBits: number, dec: Buffer): void => 
   }
 }
 
-/** Copies the decoded leaves into level 0 of store (byte offset 0), in key order. */
-const permuteLeaves = (keys: Float64Array, idxBits: number, dec: Uint8Array, store: Buffer): void => {
-  const n = keys.length
-  const scale = 2 ** idxBits
-  const src = new Int32Array(dec.buffer, dec.byteOffset, n * 8)
-  const dst = new Int32Array(store.buffer, store.byteOffset, n * 8)
-  for (let i = 0, o = 0; i < n; i++, o += 8) {
-    const s = (keys[i]! % scale) * 8
-    dst[o] = src[s]!
-    dst[o + 1] = src[s + 1]!
-    dst[o + 2] = src[s + 2]!
-    dst[o + 3] = src[s + 3]!
-    dst[o + 4] = src[s + 4]!
-    dst[o + 5] = src[s + 5]!
-    dst[o + 6] = src[s + 6]!
-    dst[o + 7] = src[s + 7]!
-  }
-}
+const int32View = (bytes: Uint8Array, leaves: number): Int32Array =>
+  new Int32Array(bytes.buffer, bytes.byteOffset, leaves * 8)
+
+/**
+ * Height of the independently hashed chunks of the lower levels: chunks of
+ * 2^depth leaves (at most 8,192 leaves = 256 KiB, so a chunk's levels stay in
+ * cache), about 64 or more chunks per tree so that two threads sharing them
+ * finish close together.
+ */
+const chunkDepth = (n: number): number => Math.min(13, Math.max(0, indexBits(n) - 6))
 
 // ---------------------------------------------------------------------------
 // Synchronous build
@@ -464,7 +523,7 @@ export const buildTree = (leavesHex: ReadonlyArray<string>): MerkleTree => {
   const layout = layoutOf(n)
   // The decoded (unsorted) leaves live where levels 1.. will go: those levels
   // hold at least n - 1 nodes, plus one spare node at the end. Fresh memory is
-  // expensive here (page faults), so one allocation serves both.
+  // expensive (page faults), so one allocation serves both.
   const store = Buffer.allocUnsafeSlow(layout.totalBytes + 32)
   const dec = store.subarray(n * 32, n * 64)
   decodeAll(leavesHex, dec)
@@ -473,8 +532,12 @@ export const buildTree = (leavesHex: ReadonlyArray<string>): MerkleTree => {
   k.buildKeys(dec, keys, 0, n, idxBits)
   keys.sort()
   resolveTies(keys, idxBits, dec)
-  permuteLeaves(keys, idxBits, dec, store)
-  k.hashLevels(store, layout.offsets, layout.sizes)
+  // all leaves first: hashing overwrites the decoded leaves
+  k.permute(keys, 2 ** idxBits, int32View(dec, n), int32View(store, n), 0, n)
+  const depth = chunkDepth(n)
+  const chunks = Math.ceil(n / 2 ** depth)
+  for (let c = 0; c < chunks; c++) k.hashChunk(store, layout.offsets, layout.sizes, depth, c)
+  k.hashLevels(store, layout.offsets, layout.sizes, depth)
   return new Tree(store, layout)
 }
 
@@ -492,10 +555,13 @@ parentPort.on("message", (m) => {
     if (m.op === "sortKeys") {
       kernel.buildKeys(new Uint8Array(m.dec), new Float64Array(m.keys), m.from, m.to, m.idxBits);
       new Float64Array(m.keys, m.from * 8, m.to - m.from).sort();
-      parentPort.postMessage({ id: m.id });
-    } else if (m.op === "hash") {
-      kernel.hashLevels(new Uint8Array(m.buf), m.offsets, m.sizes);
-      parentPort.postMessage({ id: m.id });
+      parentPort.postMessage({ id: m.id, chunks: [] });
+    } else if (m.op === "chunks") {
+      const chunks = kernel.runChunks(
+        new Int32Array(m.counter), m.chunkCount, new Float64Array(m.keys), m.scale,
+        new Int32Array(m.dec), new Uint8Array(m.out), new Int32Array(m.out), m.offsets, m.sizes, m.depth
+      );
+      parentPort.postMessage({ id: m.id, chunks: chunks });
     } else {
       throw new Error("unknown op " + m.op);
     }
@@ -515,14 +581,22 @@ type WorkerJob =
     readonly idxBits: number
   }
   | {
-    readonly op: "hash"
-    readonly buf: SharedArrayBuffer
+    readonly op: "chunks"
+    readonly counter: SharedArrayBuffer
+    readonly chunkCount: number
+    readonly keys: SharedArrayBuffer
+    readonly scale: number
+    readonly dec: SharedArrayBuffer
+    readonly out: SharedArrayBuffer
     readonly offsets: ReadonlyArray<number>
     readonly sizes: ReadonlyArray<number>
+    readonly depth: number
   }
 
 interface WorkerReply {
   readonly id: number
+  /** chunks hashed by the worker (op "chunks") */
+  readonly chunks?: ReadonlyArray<number>
   readonly error?: string
 }
 
@@ -535,7 +609,10 @@ class WorkerFailure extends Error {}
  */
 class KernelWorker {
   readonly #worker: Worker
-  readonly #pending = new Map<number, { resolve: () => void; reject: (e: Error) => void }>()
+  readonly #pending = new Map<
+    number,
+    { resolve: (chunks: ReadonlyArray<number>) => void; reject: (e: Error) => void }
+  >()
   #nextId = 0
   #dead = false
 
@@ -547,7 +624,7 @@ class KernelWorker {
       if (job === undefined) return
       this.#settled(reply.id)
       if (reply.error !== undefined) job.reject(new WorkerFailure(reply.error))
-      else job.resolve()
+      else job.resolve(reply.chunks ?? [])
     })
     this.#worker.on("error", (e: Error) => this.#fail(e))
     this.#worker.on("exit", (code) => this.#fail(new WorkerFailure(`Merkle worker exited with code ${code}`)))
@@ -557,10 +634,10 @@ class KernelWorker {
     return this.#dead
   }
 
-  run(job: WorkerJob): Promise<void> {
+  run(job: WorkerJob): Promise<ReadonlyArray<number>> {
     if (this.#dead) return Promise.reject(new WorkerFailure("Merkle worker is not running"))
     const id = this.#nextId++
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<ReadonlyArray<number>>((resolve, reject) => {
       if (this.#pending.size === 0) this.#worker.ref()
       this.#pending.set(id, { resolve, reject })
       this.#worker.postMessage({ ...job, id })
@@ -608,10 +685,9 @@ export const terminateMerkleWorker = async (): Promise<void> => {
   if (worker !== undefined) await worker.terminate()
 }
 
-/** Merges the sorted ranges [0, h) and [h, n) of keys. */
-const mergeHalves = (keys: Float64Array, h: number): Float64Array => {
+/** Merges the sorted ranges [0, h) and [h, n) of keys into out. */
+const mergeHalves = (keys: Float64Array, h: number, out: Float64Array): void => {
   const n = keys.length
-  const out = new Float64Array(n)
   let i = 0
   let j = h
   let o = 0
@@ -628,64 +704,84 @@ const mergeHalves = (keys: Float64Array, h: number): Float64Array => {
   }
   while (i < h) out[o++] = keys[i++]!
   while (j < n) out[o++] = keys[j++]!
-  return out
 }
 
 const buildWithWorker = async (leavesHex: ReadonlyArray<string>, worker: KernelWorker): Promise<MerkleTree> => {
   const n = leavesHex.length
   const k = kernel()
   const layout = layoutOf(n)
-  // Split for the lower levels (see step 2); computed first because the
-  // decoded-leaves buffer is reused as the worker's scratch space.
-  const depth = Math.max(1, indexBits(n) - 11)
-  const unit = 2 ** depth
-  const split = Math.round(n / (2 * unit)) * unit
-  const right = layoutOf(Math.max(1, n - split))
-  const rightSizes = right.sizes.slice(0, depth + 1)
-  const rightOffsets = right.offsets.slice(0, depth + 1)
-  const splitUsable = split > 0 && split < n && rightSizes.length === depth + 1
-  const scratchBytes = splitUsable ? rightOffsets[depth]! + rightSizes[depth]! * 32 : 0
 
-  // 1. decode here; build + sort keys: second half in the worker, first half here
-  const decShared = new SharedArrayBuffer(Math.max(n * 32, scratchBytes))
+  // 1. decode here; keys built and sorted: second half in the worker, first half here
+  const decShared = new SharedArrayBuffer(n * 32)
   const dec = Buffer.from(decShared)
   decodeAll(leavesHex, dec)
-  const keysShared = new SharedArrayBuffer(n * 8)
-  const keys = new Float64Array(keysShared)
+  const unsortedShared = new SharedArrayBuffer(n * 8)
+  const unsorted = new Float64Array(unsortedShared)
   const idxBits = indexBits(n)
   const half = n >>> 1
-  const sorted = worker.run({ op: "sortKeys", dec: decShared, keys: keysShared, from: half, to: n, idxBits })
-  k.buildKeys(dec, keys, 0, half, idxBits)
-  keys.subarray(0, half).sort()
-  await sorted
-  const merged = mergeHalves(keys, half)
-  resolveTies(merged, idxBits, dec)
-  const store = Buffer.allocUnsafeSlow(layout.totalBytes)
-  permuteLeaves(merged, idxBits, dec, store)
+  const sortedHalf = worker.run({ op: "sortKeys", dec: decShared, keys: unsortedShared, from: half, to: n, idxBits })
+  k.buildKeys(dec, unsorted, 0, half, idxBits)
+  unsorted.subarray(0, half).sort()
+  await sortedHalf
+  const keysShared = new SharedArrayBuffer(n * 8)
+  const keys = new Float64Array(keysShared)
+  mergeHalves(unsorted, half, keys)
+  resolveTies(keys, idxBits, dec)
 
-  // 2. lower levels: split at s, a multiple of 2^depth near n/2. For levels
-  //    0..depth the nodes left of s/2^l depend only on leaves < s (a complete
-  //    forest, no duplication) and those right of it only on leaves >= s, with
-  //    the same odd-node duplication as a standalone tree of n - s leaves.
-  if (!splitUsable) {
-    k.hashLevels(store, layout.offsets, layout.sizes)
-    return new Tree(store, layout)
+  // 2. lower levels in chunks of 2^depth leaves, shared out through an atomic
+  //    counter so that a busy core simply takes fewer chunks. Chunks done
+  //    here are written straight into the tree; the worker's go to a shared
+  //    buffer with the same layout (pages it never touches are never
+  //    allocated) and are copied over afterwards.
+  const depth = chunkDepth(n)
+  const unit = 2 ** depth
+  const chunkCount = Math.ceil(n / unit)
+  const offsets = layout.offsets.slice(0, depth + 1)
+  const sizes = layout.sizes.slice(0, depth + 1)
+  const outShared = new SharedArrayBuffer(offsets[depth]! + sizes[depth]! * 32)
+  const out = Buffer.from(outShared)
+  const counterShared = new SharedArrayBuffer(4)
+  const store = Buffer.allocUnsafeSlow(layout.totalBytes)
+  const scale = 2 ** idxBits
+  const theirs = worker.run({
+    op: "chunks",
+    counter: counterShared,
+    chunkCount,
+    keys: keysShared,
+    scale,
+    dec: decShared,
+    out: outShared,
+    offsets,
+    sizes,
+    depth
+  })
+  const mine = k.runChunks(
+    new Int32Array(counterShared),
+    chunkCount,
+    keys,
+    scale,
+    int32View(dec, n),
+    store,
+    int32View(store, n),
+    offsets,
+    sizes,
+    depth
+  )
+  const workerChunks = await theirs
+  if (mine.length + workerChunks.length !== chunkCount) {
+    throw new WorkerFailure(`Merkle worker: ${mine.length} + ${workerChunks.length} of ${chunkCount} chunks done`)
   }
-  // the decoded leaves are no longer needed: their buffer is the worker's scratch
-  const scratch = dec
-  store.copy(scratch, 0, split * 32, n * 32)
-  const hashed = worker.run({ op: "hash", buf: decShared, offsets: rightOffsets, sizes: rightSizes })
-  for (let l = 0; l < depth; l++) {
-    k.hashLevel(store, layout.offsets[l]!, split / 2 ** l, store, layout.offsets[l + 1]!)
+  for (const c of workerChunks) {
+    for (let l = 0; l <= depth; l++) {
+      const span = 2 ** (depth - l)
+      const start = offsets[l]! + c * span * 32
+      const end = offsets[l]! + Math.min((c + 1) * span, sizes[l]!) * 32
+      out.copy(store, start, start, end)
+    }
   }
-  await hashed
-  for (let l = 1; l <= depth; l++) {
-    scratch.copy(store, layout.offsets[l]! + (split / 2 ** l) * 32, rightOffsets[l]!, rightOffsets[l]! + rightSizes[l]! * 32)
-  }
+
   // 3. the few top levels
-  for (let l = depth; l + 1 < layout.sizes.length; l++) {
-    k.hashLevel(store, layout.offsets[l]!, layout.sizes[l]!, store, layout.offsets[l + 1]!)
-  }
+  k.hashLevels(store, layout.offsets, layout.sizes, depth)
   return new Tree(store, layout)
 }
 

@@ -14,7 +14,7 @@
  * signingCertificateV2), verifiable with `openssl ts -verify`.
  */
 import { createHash, randomBytes, webcrypto } from "node:crypto"
-import { mkdir, readFile, rename, rm, writeFile, chmod, stat } from "node:fs/promises"
+import { chmod, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } from "node:fs/promises"
 import { join } from "node:path"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
@@ -366,6 +366,8 @@ const checkKeyMatchesCertificate = async (signer: TsaSigner): Promise<void> => {
 export const loadOrCreateDemoTsa = async (dataDir: string): Promise<DemoTsa> => {
   ensureCryptoEngine()
   const dir = join(dataDir, "demo-tsa")
+  // An empty pre-created directory counts as absent.
+  if ((await exists(dir)) && (await readdir(dir)).length === 0) await rmdir(dir)
   if (!(await exists(dir))) {
     await mkdir(dataDir, { recursive: true })
     const tmp = join(dataDir, `.demo-tsa.tmp-${process.pid}-${Buffer.from(randomBytes(6)).toString("hex")}`)

@@ -611,9 +611,11 @@ export const validateTimeStampToken = async (token: Uint8Array, opts: ValidateOp
   }
 
   let trustedCerts: Array<pkijs.Certificate> = []
+  let anchorDers: Array<Uint8Array> = []
   if (opts.requireChain) {
     if (opts.trustAnchorsPem === undefined) throw new TsaValidationError("chain validation requested without trust anchors")
     trustedCerts = parseTrustAnchors(opts.trustAnchorsPem)
+    anchorDers = pemToDers(opts.trustAnchorsPem)
   }
 
   // pkijs' SignedData.verify re-hashes "data" against the TSTInfo imprint when
@@ -631,13 +633,13 @@ export const validateTimeStampToken = async (token: Uint8Array, opts: ValidateOp
     } catch (e) {
       // A trust anchor may also be the TSA certificate itself (pinned leaf):
       // pkijs cannot build a path for that, so accept an exact DER match.
-      const signer = e instanceof pkijs.SignedDataVerifyError ? e.signerCertificate : null
-      const signerDer = signer ? decoded.certificates.find((c) => c.cert === signer || (
-        c.cert.issuer.isEqual(signer.issuer) && c.cert.serialNumber.isEqual(signer.serialNumber)))?.der : undefined
-      const pinned =
-        e instanceof pkijs.SignedDataVerifyError && e.code === 5 && signerDer !== undefined &&
-        trustedCerts.some((a) => bytesEqual(new Uint8Array(a.toSchema().toBER()), signerDer))
-      if (!pinned) throw e
+      const signer = e instanceof pkijs.SignedDataVerifyError && e.code === 5 ? e.signerCertificate : null
+      const signerDer = signer
+        ? decoded.certificates.find(
+            (c) => c.cert.issuer.isEqual(signer.issuer) && c.cert.serialNumber.isEqual(signer.serialNumber)
+          )?.der
+        : undefined
+      if (signerDer === undefined || !anchorDers.some((a) => bytesEqual(a, signerDer))) throw e
       result = await verify(false)
     }
   } catch (e) {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises"
+import { mkdir, mkdtemp, readdir, readFile, rm, stat } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { it as effectIt } from "@effect/vitest"
@@ -61,6 +61,21 @@ describe("demo TSA", () => {
       await expect(loadOrCreateDemoTsa(other)).rejects.toThrow(/incomplete/)
     } finally {
       await rm(other, { recursive: true, force: true })
+    }
+  })
+
+  it("concurrent first starts agree on one key set; an empty pre-created directory is filled", async () => {
+    const fresh = await mkdtemp(join(tmpdir(), "attestd-demo-tsa-race-"))
+    try {
+      const [a, b] = await Promise.all([loadOrCreateDemoTsa(fresh), loadOrCreateDemoTsa(fresh)])
+      expect(a.tsaCertPem).toBe(b.tsaCertPem)
+      expect((await readdir(fresh)).sort()).toEqual(["demo-tsa"])
+      await rm(join(fresh, "demo-tsa"), { recursive: true })
+      await mkdir(join(fresh, "demo-tsa"))
+      const c = await loadOrCreateDemoTsa(fresh)
+      expect(c.tsaCertPem).not.toBe(a.tsaCertPem)
+    } finally {
+      await rm(fresh, { recursive: true, force: true })
     }
   })
 

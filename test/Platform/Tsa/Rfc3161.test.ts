@@ -108,16 +108,18 @@ describe("against an OpenSSL TSA", () => {
   let tsa: OpensslTsa
   let other: OpensslTsa
   let v1: OpensslTsa
+  let rsa: OpensslTsa
 
   beforeAll(async () => {
-    ;[tsa, other, v1] = await Promise.all([
+    ;[tsa, other, v1, rsa] = await Promise.all([
       startOpensslTsa(),
       startOpensslTsa({ commonName: "other" }),
-      startOpensslTsa({ commonName: "legacy", essCertIdAlg: "sha1", includeChain: true })
+      startOpensslTsa({ commonName: "legacy", essCertIdAlg: "sha1", includeChain: true }),
+      startOpensslTsa({ commonName: "rsa", keyType: "rsa" })
     ])
   })
   afterAll(async () => {
-    await Promise.all([tsa?.close(), other?.close(), v1?.close()])
+    await Promise.all([tsa?.close(), other?.close(), v1?.close(), rsa?.close()])
   })
 
   it("accepts a genuine token, which openssl also verifies", async () => {
@@ -139,6 +141,28 @@ describe("against an OpenSSL TSA", () => {
     const v = await validateTimeStampToken(token, { digest, nonce, trustAnchorsPem: v1.caPem, requireChain: true })
     expect(v.details.certificates.length).toBe(2)
     expect((await opensslVerify(token, toHex(digest), v1.caFile)).ok).toBe(true)
+  })
+
+  it("accepts RSA-signed tokens", async () => {
+    const digest = digest32()
+    const { token, nonce } = await stampAt(rsa, digest)
+    await validateTimeStampToken(token, { digest, nonce, trustAnchorsPem: rsa.caPem, requireChain: true })
+    const sig = new Uint8Array(token)
+    sig[sig.length - 1] = sig[sig.length - 1]! ^ 0x01
+    await expectReject(validateTimeStampToken(sig, { digest, trustAnchorsPem: rsa.caPem, requireChain: true }), /signature/i)
+  })
+
+  it("accepts the TSA certificate itself pinned as trust anchor", async () => {
+    const { readFile } = await import("node:fs/promises")
+    const digest = digest32()
+    const { token } = await stampAt(tsa, digest)
+    const v = await validateTimeStampToken(token, { digest, trustAnchorsPem: await readFile(tsa.tsaCertFile, "utf8"), requireChain: true })
+    expect(v.chainVerified).toBe(true)
+    // a different TSA's leaf pinned does not help
+    await expectReject(
+      validateTimeStampToken(token, { digest, trustAnchorsPem: await readFile(other.tsaCertFile, "utf8"), requireChain: true }),
+      /certificate|path/i
+    )
   })
 
   it("parseTimeStampToken gives the expected fields", async () => {

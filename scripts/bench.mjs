@@ -1,0 +1,248 @@
+#!/usr/bin/env node
+// attestd benchmark harness: one bounded run, a table on stdout, the full result
+// in .bench/last.json (and one line appended to .bench/history.jsonl).
+//
+//   npm run bench                      # build, then every default section
+//   BENCH_DURATION=5 node scripts/bench.mjs
+//   BENCH_ONLY=sqlite,merkle BENCH_PROFILE=1 node scripts/bench.mjs
+//
+// Environment:
+//   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
+//   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
+//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle; "http" = baseline,sqlite,pg
+//                      (default: all but profile; profile is added by BENCH_PROFILE=1)
+//   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
+//   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
+//                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite); top self-time functions
+//   BENCH_MERKLE_SIZES leaf counts for the Merkle section (10000,100000)
+//   BENCH_PG_URL       Postgres server, without database (postgres://postgres@127.0.0.1:5432)
+//
+// Servers run as child processes (the load generator, autocannon, runs here), so
+// they do not share an event loop. On 2 cores the generator and the server each
+// get about one; the per-run CPU columns show which one was saturated.
+import { execFileSync } from "node:child_process"
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { ATTESTD_SCENARIOS, BARE_SCENARIOS, benchAttestd, benchBare, profileScenarios } from "./bench/http.mjs"
+import { BENCH_DIR, BIN, dropCreatedDatabases, envInt, envList, killAllChildren, ROOT, table } from "./bench/lib.mjs"
+
+const config = {
+  duration: envInt("BENCH_DURATION", 10),
+  warmup: Number(process.env.BENCH_WARMUP ?? 2),
+  connections: envInt("BENCH_CONNECTIONS", 50),
+  seed: envInt("BENCH_SEED", 1000),
+  scenarios: envList("BENCH_SCENARIOS", ATTESTD_SCENARIOS),
+  profile: process.env.BENCH_PROFILE === "1",
+  profileDb: process.env.BENCH_PROFILE_DB ?? "sqlite",
+  profileScenarios: envList("BENCH_PROFILE_SCENARIOS", ["attest-new", "verify"]),
+  merkleSizes: envList("BENCH_MERKLE_SIZES", ["10000", "100000"]).map((s) => Number(s.replace(/_/g, "")))
+}
+const load = { duration: config.duration, warmup: config.warmup, connections: config.connections }
+
+for (const s of [...config.scenarios, ...config.profileScenarios]) {
+  if (!ATTESTD_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; known: ${ATTESTD_SCENARIOS.join(", ")}`)
+}
+
+const log = (...a) => console.log(...a)
+const results = []
+const profiles = {}
+let merkle
+
+/** The sections, in order. Later stages add theirs here. */
+const SECTIONS = [
+  {
+    name: "baseline",
+    run: async () => results.push(...(await benchBare({ scenarios: BARE_SCENARIOS, load, log })))
+  },
+  {
+    name: "sqlite",
+    run: async () => results.push(...(await benchAttestd({ db: "sqlite", scenarios: config.scenarios, load, seed: config.seed, log })).results)
+  },
+  {
+    name: "pg",
+    run: async () => results.push(...(await benchAttestd({ db: "pg", scenarios: config.scenarios, load, seed: config.seed, log })).results)
+  },
+  {
+    name: "profile",
+    optIn: true,
+    run: async () => Object.assign(profiles, await profileScenarios({ db: config.profileDb, scenarios: config.profileScenarios, load, log }))
+  },
+  {
+    name: "merkle",
+    run: async () => {
+      let mod
+      try {
+        mod = await import(new URL("./bench-merkle.mjs", import.meta.url).href)
+      } catch (e) {
+        log(`  skipped: scripts/bench-merkle.mjs not loadable (${e.message})`)
+        return
+      }
+      try {
+        merkle = await mod.benchMerkle({ sizes: config.merkleSizes, log: (m) => log(`  ${m}`) })
+      } catch (e) {
+        log(`  merkle bench failed: ${e.stack ?? e}`)
+        merkle = { error: String(e?.message ?? e) }
+      } finally {
+        try {
+          const M = await import(new URL("../dist/Domain/Merkle.js", import.meta.url).href)
+          if (typeof M.terminateMerkleWorker === "function") await M.terminateMerkleWorker()
+        } catch {}
+      }
+    }
+  }
+]
+
+const ALIASES = { http: ["baseline", "sqlite", "pg"] }
+
+const selected = () => {
+  const only = envList("BENCH_ONLY", undefined)
+  const names = only === undefined ? SECTIONS.filter((s) => !s.optIn).map((s) => s.name) : only.flatMap((n) => ALIASES[n] ?? [n])
+  if (config.profile && !names.includes("profile")) names.push("profile")
+  for (const n of names) {
+    if (!SECTIONS.some((s) => s.name === n)) throw new Error(`unknown section ${n}; known: ${SECTIONS.map((s) => s.name).join(", ")}, http`)
+  }
+  return SECTIONS.filter((s) => names.includes(s.name))
+}
+
+// ---------------------------------------------------------------------------
+// report
+
+const fmt = (n, digits = 0) => (n === undefined || n === null || Number.isNaN(n) ? "" : n.toFixed(digits))
+
+const baselineOf = (r) => (r.baseline ? results.find((b) => b.scenario === r.baseline) : undefined)
+
+const report = () => {
+  const lines = []
+  if (results.length > 0) {
+    const body = results.map((r) => {
+      const base = baselineOf(r)
+      const ratio = base ? r.rps / base.rps : undefined
+      r.ratio = ratio
+      const cpu = [r.cpu.server, r.cpu.loadgen, r.cpu.postgres].map((x) => (x === undefined ? "-" : `${x}`)).join("/")
+      const bad = r.non2xx > 0 || r.errors > 0
+      return [
+        r.server,
+        r.scenario,
+        fmt(r.rps),
+        fmt(r.p50, 1),
+        fmt(r.p99, 1),
+        base ? `${fmt(ratio, 3)}× ${r.baseline}` : "",
+        bad ? `${r.non2xx}/${r.errors} !!` : `${r.non2xx}/${r.errors}`,
+        cpu
+      ]
+    })
+    lines.push(
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "cpu% srv/gen/pg"], body, { right: [2, 3, 4] })
+    )
+    const bad = results.filter((r) => r.non2xx > 0 || r.errors > 0)
+    if (bad.length > 0) {
+      lines.push("")
+      lines.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!")
+      for (const r of bad) {
+        lines.push(`!! ${r.server} ${r.scenario}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts; status codes ${JSON.stringify(r.statusCodes)}`)
+      }
+      lines.push("!! figures for these runs are NOT valid")
+      lines.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!")
+    }
+  }
+  const targets = results.filter((r) => r.target !== null && r.ratio !== undefined).map((r) => ({
+    server: r.server,
+    scenario: r.scenario,
+    target: r.target,
+    ratio: r.ratio,
+    pass: r.ratio >= r.target && r.non2xx === 0 && r.errors === 0
+  }))
+  if (targets.length > 0) {
+    lines.push("")
+    lines.push("targets (× bare POST):")
+    for (const t of targets) {
+      lines.push(`  ${t.pass ? "PASS" : "MISS"}  ${t.server} ${t.scenario}: ${fmt(t.ratio, 3)}× (target ≥ ${t.target.toFixed(2)}×)`)
+    }
+  }
+  for (const [name, { result, profile }] of Object.entries(profiles)) {
+    lines.push("")
+    lines.push(`profile ${name} (under --cpu-prof: ${fmt(result.rps)} req/s; busy ${fmt(profile.busyMs)} ms of ${fmt(profile.totalMs)} ms; ${profile.file})`)
+    lines.push(table(["self ms", "% busy", "function"], profile.topSelf.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }))
+    lines.push("  self time by package:")
+    lines.push(table(["self ms", "% busy", "package"], profile.byPackage.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }).replace(/^/gm, "  "))
+    lines.push("  inclusive time of attestd's own functions (dist/):")
+    lines.push(table(["incl ms", "% busy", "function"], profile.ownInclusive.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }).replace(/^/gm, "  "))
+  }
+  if (Array.isArray(merkle)) {
+    lines.push("")
+    lines.push("merkle:")
+    lines.push(table(["case", "leaves", "best ms", "note"], merkle.map((r) => [r.name, r.leaves.toLocaleString("en-US"), fmt(r.bestMs, 1), r.note]), { right: [1, 2] }))
+  }
+  return { text: lines.join("\n"), targets }
+}
+
+const gitInfo = () => {
+  try {
+    const commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim()
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], { cwd: ROOT, encoding: "utf8" }).trim() !== ""
+    return { commit, srcDirty: dirty }
+  } catch {
+    return {}
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+const main = async () => {
+  if (!existsSync(BIN)) throw new Error(`${BIN} missing: run npm run build first (or npm run bench)`)
+  mkdirSync(BENCH_DIR, { recursive: true })
+  const sections = selected()
+  const startedAt = new Date()
+  const cpus = os.cpus()
+  log(`attestd bench: node ${process.version}, ${cpus.length} CPUs (${cpus[0]?.model ?? "?"}), load ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`)
+  log(`sections ${sections.map((s) => s.name).join(", ")}; ${config.connections} connections, ${config.warmup} s warm-up + ${config.duration} s per run`)
+  const t0 = performance.now()
+  for (const section of sections) {
+    log(`[${section.name}]`)
+    await section.run()
+  }
+  const { text, targets } = report()
+  log("")
+  log(text)
+  const elapsed = (performance.now() - t0) / 1000
+  log(`\ntotal ${elapsed.toFixed(0)} s`)
+  const out = {
+    startedAt: startedAt.toISOString(),
+    elapsedSeconds: elapsed,
+    node: process.version,
+    cpus: cpus.length,
+    cpuModel: cpus[0]?.model,
+    ...gitInfo(),
+    config,
+    sections: sections.map((s) => s.name),
+    results: results.map(({ raw, ...r }) => ({ ...r, raw })),
+    targets,
+    profiles,
+    merkle: merkle ?? null
+  }
+  writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))
+  const { results: rs, ...rest } = out
+  appendFileSync(
+    path.join(BENCH_DIR, "history.jsonl"),
+    JSON.stringify({ ...rest, profiles: undefined, results: rs.map(({ raw, ...r }) => r) }) + "\n"
+  )
+  log(`wrote ${path.relative(ROOT, path.join(BENCH_DIR, "last.json"))}`)
+}
+
+const onSignal = (signal) => {
+  console.error(`\n${signal}: stopping servers`)
+  killAllChildren()
+  dropCreatedDatabases().finally(() => process.exit(130))
+}
+process.on("SIGINT", onSignal)
+process.on("SIGTERM", onSignal)
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e?.stack ?? e)
+    killAllChildren()
+    dropCreatedDatabases().finally(() => process.exit(1))
+  }
+)

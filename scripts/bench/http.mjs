@@ -1,0 +1,167 @@
+// HTTP scenarios: what each load run sends, and the runners that start a server
+// (bare baseline or attestd on SQLite/Postgres), prepare it (API key, seeded
+// hashes) and drive every scenario against it.
+import * as path from "node:path"
+import {
+  BENCH_DIR,
+  createApiKey,
+  createPgDatabase,
+  dropPgDatabase,
+  newestProfile,
+  randomHashHex,
+  runLoad,
+  seedHashes,
+  startAttestd,
+  startBareServer,
+  summarizeProfile
+} from "./lib.mjs"
+
+const JSON_HEADERS = { "content-type": "application/json" }
+const FIXED_HASH = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+/** Cycles through `hashes`, one per request, across all connections. */
+const cycling = (hashes) => {
+  let i = 0
+  return (req) => {
+    req.body = `{"hash_hex":"${hashes[i++ % hashes.length]}"}`
+    return req
+  }
+}
+
+/**
+ * Scenario name → { server, baseline, describe, request(ctx) } where ctx is
+ * { key, existing } for attestd. `baseline` is the bare scenario it is compared to.
+ */
+export const SCENARIOS = {
+  "bare-post": {
+    server: "bare",
+    describe: "POST fixed JSON to bare node:http",
+    request: () => ({ method: "POST", path: "/v1/verify", headers: JSON_HEADERS, body: JSON.stringify({ hash_hex: FIXED_HASH }) })
+  },
+  "bare-get": {
+    server: "bare",
+    describe: "GET from bare node:http",
+    request: () => ({ method: "GET", path: "/v1/test-vectors.json" })
+  },
+  "trivial-get": {
+    server: "attestd",
+    baseline: "bare-get",
+    describe: "GET /v1/test-vectors.json (precomputed, no DB)",
+    request: () => ({ method: "GET", path: "/v1/test-vectors.json" })
+  },
+  "attest-new": {
+    server: "attestd",
+    baseline: "bare-post",
+    target: 0.25,
+    describe: "POST /v1/attest, fresh random hash each request",
+    request: ({ key }) => ({
+      method: "POST",
+      path: "/v1/attest",
+      headers: { ...JSON_HEADERS, authorization: `Bearer ${key}` },
+      body: JSON.stringify({ hash_hex: FIXED_HASH }),
+      setupRequest: (req) => {
+        req.body = `{"hash_hex":"${randomHashHex()}"}`
+        return req
+      }
+    })
+  },
+  "attest-existing": {
+    server: "attestd",
+    baseline: "bare-post",
+    describe: "POST /v1/attest, 1000 pre-attested hashes cycled (same key)",
+    request: ({ key, existing }) => ({
+      method: "POST",
+      path: "/v1/attest",
+      headers: { ...JSON_HEADERS, authorization: `Bearer ${key}` },
+      body: JSON.stringify({ hash_hex: existing[0] }),
+      setupRequest: cycling(existing)
+    })
+  },
+  verify: {
+    server: "attestd",
+    baseline: "bare-post",
+    target: 0.3,
+    describe: "POST /v1/verify (public, no key), 1000 existing hashes cycled",
+    request: ({ existing }) => ({
+      method: "POST",
+      path: "/v1/verify",
+      headers: JSON_HEADERS,
+      body: JSON.stringify({ hash_hex: existing[0] }),
+      setupRequest: cycling(existing)
+    })
+  }
+}
+
+export const BARE_SCENARIOS = Object.keys(SCENARIOS).filter((s) => SCENARIOS[s].server === "bare")
+export const ATTESTD_SCENARIOS = Object.keys(SCENARIOS).filter((s) => SCENARIOS[s].server === "attestd")
+
+const runScenario = async ({ server, label, scenario, ctx, load, postgres = false, log }) => {
+  const spec = SCENARIOS[scenario]
+  log(`  ${label} ${scenario}: ${spec.describe} …`)
+  const result = await runLoad({
+    ...load,
+    url: server.url,
+    request: spec.request(ctx),
+    serverPid: server.pid,
+    postgres,
+    title: `${label} ${scenario}`
+  })
+  const flag = result.non2xx > 0 || result.errors > 0 ? `  <-- ${result.non2xx} non-2xx, ${result.errors} errors!` : ""
+  log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms${flag}`)
+  return { server: label, db: server.db ?? null, scenario, describe: spec.describe, baseline: spec.baseline ?? null, target: spec.target ?? null, ...result }
+}
+
+/** Bare baseline: one server process, every bare scenario. */
+export const benchBare = async ({ scenarios = BARE_SCENARIOS, load, log = console.log }) => {
+  const server = await startBareServer()
+  try {
+    const out = []
+    for (const s of scenarios) out.push(await runScenario({ server, label: "bare", scenario: s, ctx: {}, load, log }))
+    return out
+  } finally {
+    await server.stop()
+  }
+}
+
+/**
+ * attestd on `db` ("sqlite" | "pg"): fresh database, one server, an API key,
+ * `seed` pre-attested hashes, then each scenario. With profileDir the server
+ * runs under --cpu-prof and the summary of its profile is returned too.
+ */
+export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, label = db, log = console.log }) => {
+  const dbName = `attestd_bench_${process.pid}_${label.replace(/[^a-z0-9]/g, "")}`
+  const databaseUrl = db === "pg" ? await createPgDatabase(dbName) : undefined
+  let server
+  try {
+    server = await startAttestd({ name: `attestd-${label}`, databaseUrl, profileDir })
+    log(`  ${label}: attestd up in ${server.startMs.toFixed(0)} ms (${server.url}, ${databaseUrl ?? `sqlite in ${server.dataDir}`})`)
+    const key = await createApiKey({ env: server.env })
+    const existing = Array.from({ length: seed }, randomHashHex)
+    const created = await seedHashes(server.url, key, existing)
+    if (created !== seed) throw new Error(`seeded ${created} of ${seed} hashes`)
+    const ctx = { key, existing }
+    const out = []
+    for (const s of scenarios) out.push(await runScenario({ server, label, scenario: s, ctx, load, postgres: db === "pg", log }))
+    await server.stop()
+    server = undefined
+    if (profileDir) {
+      const profile = summarizeProfile(newestProfile(profileDir))
+      return { results: out, profile }
+    }
+    return { results: out }
+  } finally {
+    if (server) await server.stop()
+    if (db === "pg") await dropPgDatabase(dbName).catch((e) => log(`  could not drop ${dbName}: ${e.message}`))
+  }
+}
+
+/** One profiled server per scenario, so each profile shows one workload. */
+export const profileScenarios = async ({ db, scenarios, load, log = console.log }) => {
+  const out = {}
+  for (const s of scenarios) {
+    const profileDir = path.join(BENCH_DIR, "prof", `${db}-${s}-${Date.now()}`)
+    const { results, profile } = await benchAttestd({ db, scenarios: [s], load, profileDir, label: `${db}-prof`, log })
+    out[`${db} ${s}`] = { result: results[0], profile }
+  }
+  return out
+}

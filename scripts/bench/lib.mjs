@@ -1,0 +1,470 @@
+// Building blocks of the benchmark harness (scripts/bench.mjs): child servers,
+// API keys, Postgres databases, seeding, autocannon runs, CPU accounting and
+// .cpuprofile summaries. Every helper is usable on its own by later stages.
+import autocannon from "autocannon"
+import { spawn, execFile } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
+import { createServer } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+export const BENCH_DIR = path.join(ROOT, ".bench")
+export const BIN = path.join(ROOT, "dist/bin.js")
+export const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432"
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+export const envInt = (name, fallback) => {
+  const raw = process.env[name]
+  if (raw === undefined || raw === "") return fallback
+  const n = Number(raw)
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${name} must be a positive number, got ${raw}`)
+  return n
+}
+
+export const envList = (name, fallback) => {
+  const raw = process.env[name]
+  if (raw === undefined || raw.trim() === "") return fallback
+  return raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+}
+
+export const randomHashHex = () => randomBytes(32).toString("hex")
+
+/** A TCP port that was free a moment ago. */
+export const freePort = () =>
+  new Promise((resolve, reject) => {
+    const srv = createServer()
+    srv.unref()
+    srv.on("error", reject)
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address()
+      srv.close(() => resolve(port))
+    })
+  })
+
+// ---------------------------------------------------------------------------
+// child processes
+
+const children = new Set()
+
+/** Kills (SIGKILL) every child this module started that is still running; for crash paths. */
+export const killAllChildren = () => {
+  for (const child of children) {
+    if (child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(child.pid, "SIGKILL")
+      } catch {}
+    }
+  }
+}
+
+const tail = (file, lines = 30) => {
+  try {
+    return readFileSync(file, "utf8").split("\n").slice(-lines).join("\n")
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * Spawns `node [nodeArgs] script [args]` with output to .bench/logs/<name>.log.
+ * Returns { name, child, pid, logFile, exited (promise), stop(signal, timeoutMs) }.
+ */
+export const startNode = ({ name, script, args = [], nodeArgs = [], env = {}, cwd = ROOT }) => {
+  const logDir = path.join(BENCH_DIR, "logs")
+  mkdirSync(logDir, { recursive: true })
+  const logFile = path.join(logDir, `${name}.log`)
+  const log = createWriteStream(logFile)
+  const childEnv = { ...process.env, ...env }
+  for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k]
+  const child = spawn(process.execPath, [...nodeArgs, script, ...args], { cwd, env: childEnv, stdio: ["ignore", "pipe", "pipe"] })
+  children.add(child)
+  child.stdout.pipe(log, { end: false })
+  child.stderr.pipe(log, { end: false })
+  const exited = new Promise((resolve) =>
+    child.on("exit", (code, signal) => {
+      children.delete(child)
+      resolve({ code, signal })
+    })
+  )
+  const stop = async (signal = "SIGINT", timeoutMs = 10_000) => {
+    if (child.exitCode === null && child.signalCode === null) {
+      try {
+        process.kill(child.pid, signal)
+      } catch {}
+      const t = setTimeout(() => {
+        try {
+          process.kill(child.pid, "SIGKILL")
+        } catch {}
+      }, timeoutMs)
+      await exited
+      clearTimeout(t)
+    }
+    log.end()
+  }
+  return { name, child, pid: child.pid, logFile, exited, stop, tail: (n) => tail(logFile, n) }
+}
+
+/** Polls GET url until it answers 200; fails early if the process exits. */
+export const waitHealthy = async (proc, url, timeoutMs = 30_000) => {
+  const deadline = Date.now() + timeoutMs
+  let exited = false
+  proc.exited.then(() => (exited = true))
+  let last = ""
+  while (Date.now() < deadline) {
+    if (exited) throw new Error(`${proc.name} exited before becoming healthy; log ${proc.logFile}:\n${proc.tail()}`)
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(2000) })
+      if (res.status === 200) {
+        await res.arrayBuffer()
+        return
+      }
+      last = `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`
+    } catch (e) {
+      last = String(e?.cause?.code ?? e?.message ?? e)
+    }
+    await sleep(100)
+  }
+  throw new Error(`${proc.name} not healthy at ${url} after ${timeoutMs} ms (${last}); log ${proc.logFile}:\n${proc.tail()}`)
+}
+
+/** The bare node:http baseline server. */
+export const startBareServer = async ({ name = "bare" } = {}) => {
+  const port = await freePort()
+  const proc = startNode({
+    name,
+    script: path.join(ROOT, "scripts/bench/bare-server.mjs"),
+    env: { PORT: String(port), HOST: "127.0.0.1" }
+  })
+  const url = `http://127.0.0.1:${port}`
+  await waitHealthy(proc, `${url}/v1/healthz`)
+  return { ...proc, url, port, kind: "bare" }
+}
+
+/**
+ * The environment attestd gets in the benchmark: a fresh data dir, the rate
+ * limit out of the way, and DATABASE_URL only for Postgres (never inherited).
+ */
+export const attestdEnv = ({ databaseUrl, dataDir, port, extra = {} }) => ({
+  PORT: port === undefined ? undefined : String(port),
+  HOST: "127.0.0.1",
+  ATTESTD_DATA_DIR: dataDir,
+  ATTESTD_DEFAULT_RATE_LIMIT: "100000000",
+  ATTESTD_MODE: "demo",
+  ATTESTD_PUBLIC_RATE_LIMIT: undefined,
+  ATTESTD_TRACING: undefined,
+  DATABASE_URL: databaseUrl,
+  ...extra
+})
+
+/**
+ * `node dist/bin.js serve` on SQLite (databaseUrl undefined) or Postgres.
+ * profileDir: run under --cpu-prof, profile written there on stop().
+ */
+export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, serveArgs = [], env = {}, nodeArgs = [] }) => {
+  const port = await freePort()
+  const dir = dataDir ?? mkdtempSync(path.join(os.tmpdir(), "attestd-bench-"))
+  const profArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
+  if (profileDir) mkdirSync(profileDir, { recursive: true })
+  const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: env })
+  const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...nodeArgs, ...profArgs], env: fullEnv })
+  const url = `http://127.0.0.1:${port}`
+  const startedAt = performance.now()
+  await waitHealthy(proc, `${url}/v1/healthz`)
+  const startMs = performance.now() - startedAt
+  return {
+    ...proc,
+    url,
+    port,
+    kind: "attestd",
+    db: databaseUrl ? "pg" : "sqlite",
+    dataDir: dir,
+    env: fullEnv,
+    startMs,
+    profileDir,
+    /** Stops the server (SIGINT, so --cpu-prof writes its profile) and removes a data dir we created. */
+    stop: async () => {
+      await proc.stop("SIGINT")
+      if (!dataDir) rmSync(dir, { recursive: true, force: true })
+    }
+  }
+}
+
+/** `attestd keys create` against the server's database; returns the secret. */
+export const createApiKey = ({ env, label = "bench", scopes = "attest,batch" }) =>
+  new Promise((resolve, reject) => {
+    const childEnv = { ...process.env, ...env }
+    for (const [k, v] of Object.entries(childEnv)) if (v === undefined) delete childEnv[k]
+    delete childEnv.PORT
+    execFile(process.execPath, [BIN, "keys", "create", "--label", label, "--scopes", scopes], { cwd: ROOT, env: childEnv, timeout: 30_000 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`keys create failed: ${err.message}\n${stderr}`))
+      const line = stdout.trim().split("\n").reverse().find((l) => l.startsWith("{"))
+      try {
+        const parsed = JSON.parse(line ?? "")
+        if (typeof parsed.key !== "string") throw new Error("no key field")
+        resolve(parsed.key)
+      } catch (e) {
+        reject(new Error(`keys create printed no JSON key (${e.message}):\n${stdout}\n${stderr}`))
+      }
+    })
+  })
+
+/** Attests `hashes` through /v1/attest/batch (100 per call); returns how many were created. */
+export const seedHashes = async (url, key, hashes) => {
+  let created = 0
+  for (let i = 0; i < hashes.length; i += 100) {
+    const res = await fetch(`${url}/v1/attest/batch`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ hashes: hashes.slice(i, i + 100) })
+    })
+    const text = await res.text()
+    if (res.status !== 200) throw new Error(`seeding failed: HTTP ${res.status} ${text.slice(0, 300)}`)
+    created += JSON.parse(text).created
+  }
+  return created
+}
+
+// ---------------------------------------------------------------------------
+// Postgres
+
+const pgClient = async (url) => {
+  const { default: pg } = await import("pg")
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  return client
+}
+
+const createdDatabases = new Set()
+
+export const createPgDatabase = async (name) => {
+  if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`bad database name ${name}`)
+  createdDatabases.add(name)
+  const client = await pgClient(`${PG_ADMIN_URL}/postgres`)
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await client.query(`CREATE DATABASE ${name}`)
+  } finally {
+    await client.end()
+  }
+  return `${PG_ADMIN_URL}/${name}`
+}
+
+export const dropPgDatabase = async (name) => {
+  if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`bad database name ${name}`)
+  const client = await pgClient(`${PG_ADMIN_URL}/postgres`)
+  try {
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    createdDatabases.delete(name)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Drops every database createPgDatabase made that is still there (crash and signal paths). */
+export const dropCreatedDatabases = async () => {
+  for (const name of [...createdDatabases]) await dropPgDatabase(name).catch(() => {})
+}
+
+// ---------------------------------------------------------------------------
+// CPU accounting (Linux /proc): how busy the server, the load generator and
+// Postgres were during a run, to tell which one saturated a core.
+
+const CLK_TCK = 100
+
+const procTicks = (pid) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return Number(fields[11]) + Number(fields[12]) // utime + stime
+  } catch {
+    return 0
+  }
+}
+
+const postgresTicks = () => {
+  let total = 0
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))
+      if (comm === "postgres" || comm.startsWith("postgres")) {
+        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+        total += Number(fields[11]) + Number(fields[12])
+      }
+    } catch {}
+  }
+  return total
+}
+
+/** Starts a CPU meter; stop() returns CPU use in % of one core for each part. */
+export const cpuMeter = ({ serverPid, postgres = false }) => {
+  const t0 = performance.now()
+  const self0 = process.cpuUsage()
+  const server0 = serverPid ? procTicks(serverPid) : 0
+  const pg0 = postgres ? postgresTicks() : 0
+  return () => {
+    const wallMs = performance.now() - t0
+    const self = process.cpuUsage(self0)
+    const pct = (ms) => Math.round((100 * ms) / wallMs)
+    return {
+      loadgen: pct((self.user + self.system) / 1000),
+      server: serverPid ? pct(((procTicks(serverPid) - server0) * 1000) / CLK_TCK) : undefined,
+      postgres: postgres ? pct(((postgresTicks() - pg0) * 1000) / CLK_TCK) : undefined
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// load
+
+/**
+ * One autocannon run. `request`: { method, path, headers, body, setupRequest }.
+ * warmup seconds are run first and discarded. Returns a compact summary plus the
+ * raw autocannon result.
+ */
+export const runLoad = async ({ url, request, duration = 10, warmup = 2, connections = 50, pipelining = 1, serverPid, postgres = false, title }) => {
+  const opts = (d) => ({
+    url,
+    title,
+    connections,
+    pipelining,
+    duration: d,
+    timeout: 10,
+    requests: [request]
+  })
+  if (warmup > 0) await autocannon(opts(warmup))
+  const meter = cpuMeter({ serverPid, postgres })
+  const r = await autocannon(opts(duration))
+  const cpu = meter()
+  return {
+    title,
+    rps: r.requests.total / r.duration,
+    total: r.requests.total,
+    duration: r.duration,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    latencyMean: r.latency.average,
+    ok2xx: r["2xx"],
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
+    connections,
+    cpu,
+    raw: { requests: r.requests, latency: r.latency, throughput: r.throughput }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// .cpuprofile summaries
+
+const categoryOf = (url, functionName) => {
+  if (!url) {
+    if (functionName.startsWith("(")) return functionName // (garbage collector), (idle), (program)
+    return "native"
+  }
+  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)
+  if (m) return m[1]
+  if (url.startsWith("node:")) return "node internals"
+  if (url.includes("/dist/")) return "attestd (dist/)"
+  return "other"
+}
+
+const shortUrl = (url) => {
+  if (!url) return ""
+  const m = /node_modules\/(.*)$/.exec(url)
+  if (m) return m[1]
+  const d = /\/(dist\/.*)$/.exec(url)
+  if (d) return d[1]
+  return url.replace(/^file:\/\//, "")
+}
+
+/** The newest .cpuprofile in dir. */
+export const newestProfile = (dir) => {
+  const files = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile")).map((f) => path.join(dir, f))
+  if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
+  return files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
+}
+
+/**
+ * Self time by function (functionName + url:line), self time by package, and
+ * inclusive time of attestd's own functions (dist/).
+ */
+export const summarizeProfile = (file, { top = 25 } = {}) => {
+  const prof = JSON.parse(readFileSync(file, "utf8"))
+  const byId = new Map()
+  const parent = new Map()
+  for (const n of prof.nodes) {
+    byId.set(n.id, n)
+    for (const c of n.children ?? []) parent.set(c, n.id)
+  }
+  const selfUs = new Map()
+  const samples = prof.samples ?? []
+  const deltas = prof.timeDeltas ?? []
+  for (let i = 0; i < samples.length; i++) {
+    const dt = deltas[i + 1] ?? deltas[i] ?? 0
+    selfUs.set(samples[i], (selfUs.get(samples[i]) ?? 0) + Math.max(0, dt))
+  }
+  const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0)
+  const keyOf = (n) => {
+    const cf = n.callFrame
+    return `${cf.functionName || "(anonymous)"} ${shortUrl(cf.url)}${cf.url ? `:${cf.lineNumber + 1}` : ""}`
+  }
+  const idleUs = [...selfUs].filter(([id]) => byId.get(id).callFrame.functionName === "(idle)").reduce((a, [, us]) => a + us, 0)
+
+  const fnSelf = new Map()
+  const catSelf = new Map()
+  for (const [id, us] of selfUs) {
+    const n = byId.get(id)
+    const k = keyOf(n)
+    fnSelf.set(k, (fnSelf.get(k) ?? 0) + us)
+    const cat = categoryOf(n.callFrame.url, n.callFrame.functionName)
+    catSelf.set(cat, (catSelf.get(cat) ?? 0) + us)
+  }
+
+  // inclusive time of dist/ functions: each sample counted once per distinct function on its stack
+  const ownIncl = new Map()
+  for (const [id, us] of selfUs) {
+    const seen = new Set()
+    for (let cur = id; cur !== undefined; cur = parent.get(cur)) {
+      const n = byId.get(cur)
+      if (!n.callFrame.url.includes("/dist/")) continue
+      const k = keyOf(n)
+      if (seen.has(k)) continue
+      seen.add(k)
+      ownIncl.set(k, (ownIncl.get(k) ?? 0) + us)
+    }
+  }
+
+  const busyUs = totalUs - idleUs
+  const rows = (m, n) =>
+    [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, us]) => ({
+      name,
+      ms: us / 1000,
+      pctOfBusy: busyUs > 0 ? (100 * us) / busyUs : 0
+    }))
+  return {
+    file,
+    totalMs: totalUs / 1000,
+    idleMs: idleUs / 1000,
+    busyMs: busyUs / 1000,
+    topSelf: rows(fnSelf, top),
+    byPackage: rows(catSelf, 20),
+    ownInclusive: rows(ownIncl, 15)
+  }
+}
+
+// ---------------------------------------------------------------------------
+// formatting
+
+export const table = (header, body, { right = [] } = {}) => {
+  const cells = body.map((row) => row.map((c) => (c === undefined || c === null ? "" : String(c))))
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i].length)))
+  const line = (r) => r.map((c, i) => (right.includes(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd()
+  return [line(header), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n")
+}

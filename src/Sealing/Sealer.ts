@@ -1,0 +1,129 @@
+/**
+ * The T1 sealer: at every ATTESTD_SEAL_INTERVAL boundary, every attestation
+ * still at T0 and registered before the boundary goes into one Merkle batch
+ * whose root the TSA timestamps; batch, nodes, T1 state and outbox events are
+ * written in one transaction, so a crash leaves no batch or a whole one. On
+ * Postgres a session advisory lock lets exactly one instance seal at a time.
+ */
+import { SqlClient } from "@effect/sql"
+import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { buildTree, buildTreeParallel, PARALLEL_THRESHOLD } from "../Domain/Merkle.js"
+import { formatMillis } from "../Domain/Time.js"
+import type { CheckResult } from "../Info/HealthChecks.js"
+import { HealthChecks } from "../Info/HealthChecks.js"
+import { AppConfig } from "../Platform/Config.js"
+import { TsaClient } from "../Platform/Tsa/TsaClient.js"
+import { SealingRepo } from "./Repo.js"
+
+const SEALER_LOCK = 727002
+const MAX_SKIPPED_WINDOWS = 7
+
+export type SealOutcome =
+  | { readonly _tag: "Sealed"; readonly batchId: number; readonly leaves: number }
+  | { readonly _tag: "Empty" }
+  | { readonly _tag: "Busy" }
+
+/** Runs `effect` only if this instance holds the named Postgres session lock; SQLite runs it directly. */
+export const exclusively = <A, E, R>(lockId: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    if (!isPg) return Option.some(yield* effect)
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const conn = yield* Effect.orDie(sql.reserve)
+      const rows = yield* Effect.orDie(conn.executeRaw(`SELECT pg_try_advisory_lock(${lockId}) AS locked`, []))
+      const locked = (rows as any)?.rows?.[0]?.locked ?? (rows as any)?.[0]?.locked
+      if (locked !== true) return Option.none<A>()
+      yield* Effect.addFinalizer(() => Effect.ignore(conn.executeRaw(`SELECT pg_advisory_unlock(${lockId})`, [])))
+      return Option.some(yield* effect)
+    }))
+  })
+
+export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
+  effect: Effect.gen(function*() {
+    const repo = yield* SealingRepo
+    const tsa = yield* TsaClient
+    const config = yield* AppConfig
+    const health = yield* HealthChecks
+    let tsaStatus: CheckResult = "ok"
+    let lastError: string | undefined
+
+    yield* health.register({
+      probe: { name: "tsa", check: Effect.sync(() => tsaStatus) },
+      features: ["t1_rfc3161", "merkle_v2"],
+      tier: ["T1", { tsa_provider: tsa.provider, seal_interval_ms: Duration.toMillis(config.sealInterval), tree_version: 2 }],
+      counts: Effect.orDie(repo.counts)
+    })
+
+    /** Seals everything at T0 registered before `windowEndMillis`. */
+    const sealWindow = (windowEndMillis: number) =>
+      Effect.gen(function*() {
+        const windowEnd = formatMillis(windowEndMillis)
+        const leaves = yield* Effect.orDie(repo.pending(windowEnd))
+        if (leaves.length === 0) return { _tag: "Empty" } as SealOutcome
+        const hashes = leaves.map((l) => l.hashHex)
+        const tree = leaves.length >= PARALLEL_THRESHOLD
+          ? yield* Effect.promise(() => buildTreeParallel(hashes))
+          : buildTree(hashes)
+        const stamp = yield* tsa.timestamp(tree.root).pipe(
+          Effect.tapError((e) =>
+            Effect.sync(() => {
+              tsaStatus = "degraded"
+              lastError = e.message
+            })
+          )
+        )
+        tsaStatus = "ok"
+        lastError = undefined
+        const sealedAt = formatMillis(yield* Clock.currentTimeMillis)
+        const batchId = yield* repo.recordSeal({
+          windowEnd,
+          tree,
+          leaves,
+          tsaToken: stamp.token,
+          tsaProvider: stamp.provider,
+          tsaGenTime: stamp.genTime.toISOString(),
+          sealedAt,
+          t1At: formatMillis(stamp.genTime.getTime())
+        }).pipe(Effect.orDie)
+        yield* Effect.logInfo(`sealed batch ${batchId}: ${leaves.length} attestations, root ${tree.rootHex}`)
+        return { _tag: "Sealed", batchId, leaves: leaves.length } as SealOutcome
+      })
+
+    const sealExclusively = (windowEndMillis: number) =>
+      Effect.map(exclusively(SEALER_LOCK, sealWindow(windowEndMillis)), Option.getOrElse(() => ({ _tag: "Busy" }) as SealOutcome))
+
+    /** Sleeps to each window boundary and seals; after k failures in a row it skips 2^(k-1)-1 windows. */
+    const run = Effect.gen(function*() {
+      const interval = Duration.toMillis(config.sealInterval)
+      let failures = 0
+      let skip = 0
+      while (true) {
+        const now = yield* Clock.currentTimeMillis
+        const boundary = (Math.floor(now / interval) + 1) * interval
+        yield* Effect.sleep(Duration.millis(boundary - now))
+        if (skip > 0) {
+          skip--
+          continue
+        }
+        const exit = yield* Effect.exit(sealExclusively(boundary))
+        if (Exit.isSuccess(exit)) {
+          failures = 0
+        } else if (Cause.isFailType(exit.cause) || Option.isSome(Cause.failureOption(exit.cause))) {
+          failures++
+          skip = Math.min(2 ** (failures - 1) - 1, MAX_SKIPPED_WINDOWS)
+          yield* Effect.logWarning(
+            `sealing failed (${failures} in a row); attestations stay at T0, next attempt in ${skip + 1} window(s): ${lastError}`
+          )
+        } else if (!Cause.isInterruptedOnly(exit.cause)) {
+          // A batch for this window written by another instance, or a database fault: logged, retried next window.
+          yield* Effect.logWarning("sealing aborted; retrying next window", exit.cause)
+        } else {
+          return yield* Effect.interrupt
+        }
+      }
+    })
+
+    return { sealWindow: sealExclusively, run, tsaStatus: () => tsaStatus }
+  })
+}) {}

@@ -119,7 +119,7 @@ const report = () => {
       const base = baselineOf(r)
       const ratio = base ? r.rps / base.rps : undefined
       r.ratio = ratio
-      const cpu = [r.cpu.server, r.cpu.loadgen, r.cpu.postgres].map((x) => (x === undefined ? "-" : `${x}`)).join("/")
+      const cpu = [r.cpu.server, r.cpu.loadgen, r.cpu.postgres, r.cpu.others].map((x) => (x === undefined ? "-" : `${x}`)).join("/")
       const bad = r.non2xx > 0 || r.errors > 0
       return [
         r.server,
@@ -133,8 +133,13 @@ const report = () => {
       ]
     })
     lines.push(
-      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "cpu% srv/gen/pg"], body, { right: [2, 3, 4] })
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4] })
     )
+    const noisy = results.filter((r) => (r.cpu.others ?? 0) >= 20)
+    if (noisy.length > 0) {
+      lines.push("")
+      lines.push(`note: other processes on this machine used CPU during ${noisy.map((r) => `${r.server} ${r.scenario} (${r.cpu.others}% of a core)`).join(", ")}; those figures are noisy`)
+    }
     const bad = results.filter((r) => r.non2xx > 0 || r.errors > 0)
     if (bad.length > 0) {
       lines.push("")

@@ -3,6 +3,7 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
 import { InfoApi } from "./Info/Api.js"
 import { ProofsApi } from "./Sealing/Api.js"
+import { AnchorsApi } from "./Anchoring/Api.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
@@ -12,6 +13,7 @@ export class Api extends HttpApi.make("attestd")
   .add(VerificationApi)
   .add(LookupApi)
   .add(ProofsApi)
+  .add(AnchorsApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

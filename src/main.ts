@@ -20,6 +20,13 @@ import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
+import { AnchorsLive } from "./Anchoring/Http.js"
+import { AnchoringRepo } from "./Anchoring/Repo.js"
+import { Anchorer } from "./Anchoring/Anchorer.js"
+import { AnchorProofs } from "./Anchoring/Proofs.js"
+import { layerHttp as CalendarHttp, type OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
+import { layerSimulated as CalendarSimulated } from "./Platform/Calendar/SimulatedCalendar.js"
+import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
 import { readFileSync } from "node:fs"
@@ -46,7 +53,13 @@ export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>
     })
     : Layer.orDie(TsaDemo(config.dataDir))
 
-/** Domain services over the database, signer, TSA and clock. */
+/** The OpenTimestamps calendars: the configured ones, or the embedded simulated calendar. */
+export const CalendarLive = (config: AppConfigShape): Layer.Layer<OtsCalendar> =>
+  config.otsCalendars.length > 0
+    ? CalendarHttp({ urls: config.otsCalendars })
+    : CalendarSimulated({ confirmDelayMs: Duration.toMillis(config.demoConfirmDelay) })
+
+/** Domain services over the database, signer, TSA, calendars and clock. */
 export const ServicesLive = (config: AppConfigShape) =>
   Layer.mergeAll(
     Attestor.Default,
@@ -54,11 +67,14 @@ export const ServicesLive = (config: AppConfigShape) =>
     Authenticator.Default,
     Quota.Default,
     SigningKeys.Default,
-    Sealer.Default
+    Sealer.Default,
+    Anchorer.Default
   ).pipe(
+    Layer.provideMerge(AnchorProofs.Default),
     Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default)),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
+    Layer.provideMerge(CalendarLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
   )
 
@@ -70,7 +86,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )
@@ -80,7 +96,9 @@ export const HttpApiLive = Layer.mergeAll(
 export const WorkersLive = Layer.scopedDiscard(
   Effect.gen(function*() {
     const sealer = yield* Sealer
+    const anchorer = yield* Anchorer
     yield* Effect.forkScoped(sealer.run)
+    yield* Effect.forkScoped(anchorer.run)
   })
 )
 

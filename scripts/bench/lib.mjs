@@ -275,46 +275,64 @@ export const dropCreatedDatabases = async () => {
 
 const CLK_TCK = 100
 
-const procTicks = (pid) => {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return Number(fields[11]) + Number(fields[12]) // utime + stime
-  } catch {
-    return 0
-  }
-}
-
-const postgresTicks = () => {
-  let total = 0
+/** utime+stime of every live process, by pid, with its command name. */
+const allTicks = () => {
+  const out = new Map()
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
       const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))
-      if (comm === "postgres" || comm.startsWith("postgres")) {
-        const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-        total += Number(fields[11]) + Number(fields[12])
-      }
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      out.set(Number(entry), { comm, ticks: Number(fields[11]) + Number(fields[12]) })
     } catch {}
   }
-  return total
+  return out
 }
 
-/** Starts a CPU meter; stop() returns CPU use in % of one core for each part. */
+const machineTicks = () => {
+  try {
+    const f = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number)
+    return { total: f.reduce((a, b) => a + b, 0), idle: f[3] + (f[4] ?? 0) }
+  } catch {
+    return { total: 0, idle: 0 }
+  }
+}
+
+/**
+ * Starts a CPU meter; stop() returns CPU use in % of one core: the load
+ * generator (this process), the server, Postgres backends, and every other
+ * process on the machine (noise from whatever else runs here), plus the
+ * machine's idle share in % of all cores.
+ */
 export const cpuMeter = ({ serverPid, postgres = false }) => {
   const t0 = performance.now()
   const self0 = process.cpuUsage()
-  const server0 = serverPid ? procTicks(serverPid) : 0
-  const pg0 = postgres ? postgresTicks() : 0
+  const before = allTicks()
+  const m0 = machineTicks()
   return () => {
     const wallMs = performance.now() - t0
     const self = process.cpuUsage(self0)
+    const after = allTicks()
+    const m1 = machineTicks()
     const pct = (ms) => Math.round((100 * ms) / wallMs)
+    const ticksMs = (t) => (t * 1000) / CLK_TCK
+    let server = 0
+    let pg = 0
+    let others = 0
+    for (const [pid, { comm, ticks }] of after) {
+      const d = ticks - (before.get(pid)?.ticks ?? 0)
+      if (d <= 0 || pid === process.pid) continue
+      if (pid === serverPid) server += d
+      else if (comm.startsWith("postgres")) pg += d
+      else others += d
+    }
     return {
       loadgen: pct((self.user + self.system) / 1000),
-      server: serverPid ? pct(((procTicks(serverPid) - server0) * 1000) / CLK_TCK) : undefined,
-      postgres: postgres ? pct(((postgresTicks() - pg0) * 1000) / CLK_TCK) : undefined
+      server: serverPid ? pct(ticksMs(server)) : undefined,
+      postgres: postgres ? pct(ticksMs(pg)) : undefined,
+      others: pct(ticksMs(others)),
+      idlePct: m1.total > m0.total ? Math.round((100 * (m1.idle - m0.idle)) / (m1.total - m0.total)) : undefined
     }
   }
 }

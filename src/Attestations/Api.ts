@@ -218,7 +218,8 @@ export const EvidenceT2 = Schema.Struct({
   bitcoinBlockHash: Schema.Null,
   bitcoinTxid: Schema.Null,
   confirmedAt: Schema.String,
-  otsProof: Schema.String
+  otsProof: Schema.String,
+  simulated: Schema.optional(Schema.Boolean)
 })
 
 export const Evidence = Schema.Struct({

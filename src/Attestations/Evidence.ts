@@ -5,6 +5,8 @@
 import { Effect } from "effect"
 import { T0_ALGORITHM } from "../Domain/T0.js"
 import { SealingRepo } from "../Sealing/Repo.js"
+import { AnchorProofs } from "../Anchoring/Proofs.js"
+import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import type { Attestation } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
@@ -18,6 +20,8 @@ export const t0Evidence = (a: Attestation) => ({
 export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence", {
   effect: Effect.gen(function*() {
     const sealing = yield* SealingRepo
+    const anchors = yield* AnchorProofs
+    const calendar = yield* OtsCalendar
 
     const t1Evidence = (a: Attestation) =>
       Effect.gen(function*() {
@@ -38,18 +42,33 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
     const bundle = (a: Attestation) =>
       Effect.gen(function*() {
         const t1 = yield* Effect.orDie(t1Evidence(a))
+        const v = a.level === "T2" ? yield* anchors.view(a) : undefined
+        const t2 = v && v.day.status === "confirmed" && v.calendarTimestamp
+          ? {
+            dailyRoot: v.day.root as never,
+            t1ToT2Proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+            bitcoinBlockHeight: v.day.bitcoinHeight!,
+            bitcoinBlockHash: null,
+            bitcoinTxid: null,
+            confirmedAt: v.day.confirmedAt!,
+            otsProof: Buffer.from(anchors.otsFile(a, v)).toString("base64"),
+            ...(calendar.simulated ? { simulated: true } : {})
+          }
+          : undefined
         return {
           id: a.id,
           hash_hex: a.hashHex as never,
           level: a.level,
           t0: t0Evidence(a),
-          ...(t1 ? { t1 } : {})
+          ...(t1 ? { t1 } : {}),
+          ...(t2 ? { t2 } : {})
         }
       })
 
     return {
       bundle,
-      otsAvailable: (_a: Attestation) => Effect.succeed(false)
+      otsAvailable: (a: Attestation) =>
+        a.level === "T0" ? Effect.succeed(false) : Effect.map(anchors.view(a), (v) => v?.calendarTimestamp !== undefined)
     }
   })
 }) {}

@@ -665,13 +665,20 @@ class KernelWorker {
 
 let sharedWorker: KernelWorker | undefined
 
-const stats = { workerBuilds: 0, fallbacks: 0 }
+const stats = { workerBuilds: 0, fallbacks: 0, chunks: 0, workerChunks: 0 }
 
 /**
- * Diagnostics: how many `buildTreeParallel` calls were built with the worker,
- * and how many fell back to `buildTree` because the worker failed.
+ * Diagnostics: how many `buildTreeParallel` calls were built with the worker
+ * (workerBuilds) and how many fell back to `buildTree` because the worker
+ * failed (fallbacks); of the lower-level chunks of those builds, how many the
+ * worker hashed (workerChunks of chunks).
  */
-export const merkleWorkerStats = (): { readonly workerBuilds: number; readonly fallbacks: number } => ({ ...stats })
+export const merkleWorkerStats = (): {
+  readonly workerBuilds: number
+  readonly fallbacks: number
+  readonly chunks: number
+  readonly workerChunks: number
+} => ({ ...stats })
 
 const getWorker = (): KernelWorker => {
   if (sharedWorker === undefined || sharedWorker.dead) sharedWorker = new KernelWorker()
@@ -771,6 +778,8 @@ const buildWithWorker = async (leavesHex: ReadonlyArray<string>, worker: KernelW
   if (mine.length + workerChunks.length !== chunkCount) {
     throw new WorkerFailure(`Merkle worker: ${mine.length} + ${workerChunks.length} of ${chunkCount} chunks done`)
   }
+  stats.chunks += chunkCount
+  stats.workerChunks += workerChunks.length
   for (const c of workerChunks) {
     for (let l = 0; l <= depth; l++) {
       const span = 2 ** (depth - l)

@@ -1,8 +1,10 @@
 /** Every migration, in order. Keys are `<id>_<name>` as @effect/sql's Migrator expects. */
 import foundation from "./0001_foundation.js"
 import sealing from "./0002_sealing.js"
+import anchoring from "./0003_anchoring.js"
 
 export const migrations = {
   "0001_foundation": foundation,
-  "0002_sealing": sealing
+  "0002_sealing": sealing,
+  "0003_anchoring": anchoring
 }

@@ -1,0 +1,210 @@
+/**
+ * The T2 anchorer and OTS upgrader. At each ATTESTD_ANCHOR_INTERVAL boundary
+ * (UTC-day aligned by default) the unanchored batch roots form a daily Merkle
+ * v2 tree whose root is submitted to every calendar; a day counts as submitted
+ * when at least one calendar answered, and failed calendars are retried. Every
+ * ATTESTD_OTS_UPGRADE_INTERVAL the pending timestamps are upgraded; the first
+ * Bitcoin attestation moves the day to T2. Calendars are asked concurrently
+ * with bounded timeouts, so one dead calendar stalls no other.
+ */
+import { Clock, Duration, Effect, Option } from "effect"
+import { buildTree } from "../Domain/Merkle.js"
+import {
+  bitcoinAttestations,
+  bytesToHex,
+  graft,
+  hexToBytes,
+  isComplete,
+  parseTimestamp,
+  pendingAttestations,
+  serializeTimestamp,
+  type Timestamp
+} from "../Domain/Ots.js"
+import { formatMillis, parseMicros } from "../Domain/Time.js"
+import { HealthChecks, type CheckResult } from "../Info/HealthChecks.js"
+import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
+import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
+import { AppConfig } from "../Platform/Config.js"
+import { exclusively } from "../Sealing/Sealer.js"
+import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
+
+const ANCHOR_LOCK = 727003
+const UPGRADE_LOCK = 727004
+
+export type AnchorOutcome =
+  | { readonly _tag: "Anchored"; readonly dailyRootId: number; readonly batches: number; readonly submitted: number }
+  | { readonly _tag: "Empty" }
+  | { readonly _tag: "Busy" }
+
+export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
+  effect: Effect.gen(function*() {
+    const repo = yield* AnchoringRepo
+    const calendar = yield* OtsCalendar
+    const config = yield* AppConfig
+    const health = yield* HealthChecks
+    let calendarStatus: CheckResult = "ok"
+
+    yield* health.register({
+      probe: { name: "calendars", check: Effect.sync(() => calendarStatus) },
+      features: ["t2_opentimestamps", ...(calendar.simulated ? ["t2_simulated_calendar"] : [])],
+      tier: ["T2", {
+        calendars: calendar.urls,
+        simulated: calendar.simulated,
+        ...(calendar.simulated ? { note: SIMULATED_CALENDAR_LABEL } : {}),
+        anchor_interval_ms: Duration.toMillis(config.anchorInterval),
+        upgrade_interval_ms: Duration.toMillis(config.otsUpgradeInterval)
+      }],
+      counts: Effect.orDie(repo.counts)
+    })
+
+    const now = Effect.map(Clock.currentTimeMillis, formatMillis)
+
+    /** Submits the daily root to every calendar that has not answered yet, concurrently. */
+    const submitPending = (day: DailyRoot, subs: ReadonlyArray<Submission>) =>
+      Effect.forEach(
+        subs.filter((s) => s.status === "unsubmitted"),
+        (s) =>
+          calendar.submit(s.calendarUrl, hexToBytes(day.root)).pipe(
+            Effect.flatMap((ts) => Effect.flatMap(now, (at) => repo.recordSubmitted(day.id, s.calendarUrl, ts, at))),
+            Effect.as(true),
+            Effect.catchTag("CalendarError", (e) =>
+              Effect.zipRight(
+                Effect.logWarning(`calendar ${s.calendarUrl} refused daily root ${day.id}: ${e.message}`),
+                Effect.as(Effect.flatMap(now, (at) => repo.recordFailure(day.id, s.calendarUrl, e.message, at)), false)
+              ))
+          ),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.orDie)
+
+    /** Builds and records the day's root over every unanchored batch sealed before the boundary. */
+    const anchorWindow = (windowEndMillis: number) =>
+      Effect.gen(function*() {
+        const windowEnd = formatMillis(windowEndMillis)
+        const batches = yield* Effect.orDie(repo.unanchoredBatches(windowEnd))
+        if (batches.length === 0) return { _tag: "Empty" } as AnchorOutcome
+        const tree = buildTree(batches.map((b) => b.merkleRoot))
+        const dailyRootId = yield* Effect.orDie(repo.createDailyRoot({
+          windowEnd,
+          tree,
+          batches,
+          calendars: calendar.urls,
+          now: yield* now
+        }))
+        const day = (yield* Effect.orDie(repo.dailyRootById(dailyRootId)))!
+        const results = yield* submitPending(day, yield* Effect.orDie(repo.submissions(dailyRootId)))
+        const submitted = results.filter((r) => r).length
+        calendarStatus = submitted > 0 ? "ok" : "degraded"
+        yield* Effect.logInfo(
+          `daily root ${dailyRootId} over ${batches.length} batch(es): ${tree.rootHex}; ${submitted}/${results.length} calendar(s) answered`
+        )
+        return { _tag: "Anchored", dailyRootId, batches: batches.length, submitted } as AnchorOutcome
+      })
+
+    /** Asks a calendar for the upgrade of each pending attestation of one submission; returns the new timestamp. */
+    const upgradeSubmission = (day: DailyRoot, s: Submission) =>
+      Effect.gen(function*() {
+        const digest = hexToBytes(day.root)
+        let ts: Timestamp = parseTimestamp(s.timestamp!, digest)
+        let changed = false
+        for (const p of pendingAttestations(ts, digest)) {
+          const reply = yield* calendar.upgrade(s.calendarUrl, p.commitment)
+          if (reply === null) continue
+          ts = graft(ts, digest, p.commitment, parseTimestamp(reply, p.commitment))
+          changed = true
+        }
+        return { ts, changed }
+      })
+
+    /**
+     * The demo calendar keeps its state in memory: after a restart it no longer
+     * knows earlier commitments, so a submission that stays pending well past the
+     * confirmation delay is submitted again.
+     */
+    const forgetLostSimulatedSubmissions = (
+      day: DailyRoot,
+      upgrades: ReadonlyArray<{ readonly s: Submission; readonly ts: Timestamp; readonly changed: boolean } | undefined>
+    ) =>
+      Effect.gen(function*() {
+        const t = yield* Clock.currentTimeMillis
+        const patience = 2 * Duration.toMillis(config.demoConfirmDelay) + 2 * Duration.toMillis(config.otsUpgradeInterval)
+        for (const u of upgrades) {
+          if (!u || u.changed || isComplete(u.ts) || u.s.submittedAt === null) continue
+          const submitted = parseMicros(u.s.submittedAt)
+          if (submitted !== undefined && t - Number(submitted / 1000n) > patience) {
+            yield* Effect.orDie(repo.resetSubmission(day.id, u.s.calendarUrl, formatMillis(t)))
+          }
+        }
+      })
+
+    /** One upgrade pass over every open day: retries failed submissions, upgrades pending ones, confirms. */
+    const upgradeOnce = Effect.gen(function*() {
+      const open = yield* Effect.orDie(repo.openRoots)
+      let confirmed = 0
+      for (const day of open) {
+        const subs = yield* Effect.orDie(repo.submissions(day.id))
+        if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs)
+        const pending = (yield* Effect.orDie(repo.submissions(day.id))).filter((s) => s.timestamp !== null)
+        const upgrades = yield* Effect.forEach(
+          pending,
+          (s) =>
+            upgradeSubmission(day, s).pipe(
+              Effect.map((r) => ({ s, ...r })),
+              Effect.catchAll((e) =>
+                Effect.as(Effect.logWarning(`upgrade from ${s.calendarUrl} failed: ${String((e as any).message ?? e)}`), undefined)
+              )
+            ),
+          { concurrency: "unbounded" }
+        )
+        const at = yield* now
+        let anchor: { height: number; merkleRoot: string } | undefined
+        for (const u of upgrades) {
+          if (!u) continue
+          const complete = isComplete(u.ts)
+          if (u.changed) yield* Effect.orDie(repo.recordUpgrade(day.id, u.s.calendarUrl, serializeTimestamp(u.ts), complete, at))
+          const [btc] = bitcoinAttestations(u.ts, hexToBytes(day.root))
+          if (btc && (!anchor || btc.height < anchor.height)) anchor = { height: btc.height, merkleRoot: bytesToHex(btc.commitment) }
+        }
+        calendarStatus = upgrades.every((u) => u !== undefined) ? "ok" : "degraded"
+        if (calendar.simulated) yield* forgetLostSimulatedSubmissions(day, upgrades)
+        if (anchor) {
+          yield* Effect.orDie(repo.confirm(day.id, { ...anchor, at }))
+          confirmed++
+          yield* Effect.logInfo(`daily root ${day.id} confirmed in Bitcoin block ${anchor.height}${calendar.simulated ? " (simulated)" : ""}`)
+        }
+      }
+      return { open: open.length, confirmed }
+    })
+
+    const anchorExclusively = (windowEndMillis: number) =>
+      Effect.map(exclusively(ANCHOR_LOCK, anchorWindow(windowEndMillis)), Option.getOrElse(() => ({ _tag: "Busy" }) as AnchorOutcome))
+
+    const upgradeExclusively = Effect.map(exclusively(UPGRADE_LOCK, upgradeOnce), Option.getOrElse(() => ({ open: 0, confirmed: 0 })))
+
+    const logged = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
+      Effect.catchAllCause(effect, (cause) => Effect.logWarning(`${what} failed; retrying next time`, cause))
+
+    const anchorLoop = Effect.gen(function*() {
+      const interval = Duration.toMillis(config.anchorInterval)
+      while (true) {
+        const t = yield* Clock.currentTimeMillis
+        const boundary = (Math.floor(t / interval) + 1) * interval
+        yield* Effect.sleep(Duration.millis(boundary - t))
+        yield* logged("anchoring", anchorExclusively(boundary))
+      }
+    })
+
+    const upgradeLoop = Effect.gen(function*() {
+      while (true) {
+        yield* Effect.sleep(config.otsUpgradeInterval)
+        yield* logged("OTS upgrade", upgradeExclusively)
+      }
+    })
+
+    return {
+      anchorWindow: anchorExclusively,
+      upgradeOnce: upgradeExclusively,
+      run: Effect.all([anchorLoop, upgradeLoop], { concurrency: 2, discard: true }),
+      calendarStatus: () => calendarStatus
+    }
+  })
+}) {}

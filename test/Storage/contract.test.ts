@@ -1,0 +1,387 @@
+/**
+ * One storage contract, run against SQLite and Postgres at the service level
+ * (no HTTP): the Attestor, AttestationRepo, ApiKeyRepo, Quota and RateLimiter
+ * as AppLive wires them over a fresh database.
+ */
+import { it as effectIt } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Either, Layer, ManagedRuntime, TestClock } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { AttestationRepo } from "../../src/Attestations/Repo.js"
+import { Attestor } from "../../src/Attestations/Attestor.js"
+import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
+import { API_KEY_PATTERN, type ApiKey, hashSecret, type Scope } from "../../src/Auth/Domain.js"
+import { Quota } from "../../src/Auth/Quota.js"
+import { RateLimiter } from "../../src/Auth/RateLimiter.js"
+import { verifyT0, jwkToKeyObject } from "../../src/Domain/T0.js"
+import { AppLive } from "../../src/main.js"
+import { AppConfig } from "../../src/Platform/Config.js"
+import { Signer } from "../../src/Platform/Signer.js"
+import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
+import { randomHash, WIRE_TIME } from "../helpers/server.js"
+
+const makeRuntime = (db: TestDatabase) =>
+  ManagedRuntime.make(
+    AppLive(
+      AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }),
+      { workers: false }
+    )
+  )
+
+type Runtime = ReturnType<typeof makeRuntime>
+
+const newKey = (overrides: Partial<{ scopes: ReadonlyArray<Scope> | null; monthlyQuota: number | null; orgId: string | null }> = {}) =>
+  Effect.gen(function*() {
+    const repo = yield* ApiKeyRepo
+    const created = yield* repo.create({
+      label: "contract",
+      scopes: overrides.scopes === undefined ? null : overrides.scopes,
+      orgId: overrides.orgId ?? null,
+      env: null,
+      allowIps: null,
+      rateLimit: null,
+      monthlyQuota: overrides.monthlyQuota ?? null
+    })
+    const key = yield* repo.findByHash(hashSecret(created.secret))
+    if (!key) throw new Error("created key not found")
+    return { key, secret: created.secret }
+  })
+
+const attestOne = (key: ApiKey, hash: string, extra: { source?: string | null; extraData?: unknown } = {}) =>
+  Effect.flatMap(Attestor, (a) =>
+    a.attest({ key, hashes: [hash], source: extra.source ?? null, extraData: extra.extraData ?? null, clientEncrypted: false })
+  ).pipe(Effect.map((results) => results[0]!))
+
+for (const dialect of await dialects()) {
+  describe(`storage contract (${dialect})`, () => {
+    let db: TestDatabase
+    let rt: Runtime
+    let firstHash: string
+    let firstId: string
+
+    beforeAll(async () => {
+      db = await createDatabase(dialect)
+      rt = makeRuntime(db)
+      const { key } = await rt.runPromise(newKey())
+      firstHash = randomHash()
+      const r = await rt.runPromise(attestOne(key, firstHash))
+      firstId = r.attestation.id
+    })
+    afterAll(async () => {
+      await rt?.dispose()
+      await db?.drop()
+    })
+
+    describe("Attestor", () => {
+      it("creates a signed T0 attestation once; re-attesting returns it with the same claim", async () => {
+        const { key } = await rt.runPromise(newKey())
+        const hash = randomHash()
+        const a = await rt.runPromise(attestOne(key, hash, { source: "src", extraData: { k: [1, 2] } }))
+        expect(a.created).toBe(true)
+        expect(a.attestation).toMatchObject({ hashHex: hash, level: "T0", formatVersion: "2.0.0", batchId: null })
+        expect(a.attestation.id).toMatch(/^att_[A-Za-z0-9_-]{24}$/)
+        expect(a.attestation.registeredAt).toMatch(WIRE_TIME)
+        expect(a.claim).toMatchObject({ apiKeyId: key.id, source: "src", extraData: { k: [1, 2] }, clientEncrypted: false })
+        const signer = await rt.runPromise(Signer)
+        expect(a.attestation.signingKeyId).toBe(signer.currentKid)
+        const jwk = signer.localKeys.find((k) => k.kid === a.attestation.signingKeyId)!.jwk
+        expect(verifyT0(a.attestation, jwkToKeyObject(jwk))).toBe(true)
+
+        const b = await rt.runPromise(attestOne(key, hash, { source: "changed" }))
+        expect(b.created).toBe(false)
+        expect(b.attestation).toEqual(a.attestation)
+        expect(b.claim.id).toBe(a.claim.id)
+        expect(b.claim.source).toBe("src")
+        expect(b.claim.etag).toBe(a.claim.etag)
+      })
+
+      it("gives each key its own claim on one attestation", async () => {
+        const [k1, k2] = await rt.runPromise(Effect.all([newKey(), newKey()]))
+        const hash = randomHash()
+        const a = await rt.runPromise(attestOne(k1.key, hash, { source: "one" }))
+        const b = await rt.runPromise(attestOne(k2.key, hash, { source: "two" }))
+        expect(a.created).toBe(true)
+        expect(b.created).toBe(false)
+        expect(b.attestation.id).toBe(a.attestation.id)
+        expect(b.claim.id).not.toBe(a.claim.id)
+        expect(b.claim).toMatchObject({ apiKeyId: k2.key.id, source: "two" })
+        const repo = await rt.runPromise(AttestationRepo)
+        const c1 = await rt.runPromise(repo.liveClaims(k1.key.id, [a.attestation.seq]))
+        const c2 = await rt.runPromise(repo.liveClaims(k2.key.id, [a.attestation.seq]))
+        expect(c1.map((c) => c.source)).toEqual(["one"])
+        expect(c2.map((c) => c.source)).toEqual(["two"])
+      })
+
+      it("created is true exactly once across concurrent callers (one key and many keys)", async () => {
+        const keys = await rt.runPromise(Effect.all(Array.from({ length: 5 }, () => newKey())))
+        const hash = randomHash()
+        const results = await rt.runPromise(
+          Effect.all(
+            Array.from({ length: 40 }, (_, i) => attestOne(keys[i % keys.length]!.key, hash)),
+            { concurrency: "unbounded" }
+          )
+        )
+        expect(results.filter((r) => r.created)).toHaveLength(1)
+        expect(new Set(results.map((r) => r.attestation.id)).size).toBe(1)
+        expect(new Set(results.map((r) => r.attestation.signature)).size).toBe(1)
+        const claimsByKey = new Map<string, Set<number>>()
+        results.forEach((r, i) => {
+          const k = keys[i % keys.length]!.key.id
+          expect(r.claim.apiKeyId).toBe(k)
+          if (!claimsByKey.has(k)) claimsByKey.set(k, new Set())
+          claimsByKey.get(k)!.add(r.claim.id)
+        })
+        for (const s of claimsByKey.values()) expect(s.size).toBe(1)
+        const repo = await rt.runPromise(AttestationRepo)
+        expect(await rt.runPromise(repo.findByHashes([hash]))).toHaveLength(1)
+      })
+
+      it("overlapping concurrent batches create each hash once", async () => {
+        const { key } = await rt.runPromise(newKey())
+        const pool = Array.from({ length: 30 }, randomHash)
+        const batches = Array.from({ length: 12 }, (_, i) => Array.from({ length: 10 }, (_, j) => pool[(3 * i + j) % pool.length]!))
+        const results = await rt.runPromise(
+          Effect.all(
+            batches.map((hashes) =>
+              Effect.flatMap(Attestor, (a) => a.attest({ key, hashes, source: null, extraData: null, clientEncrypted: false }))
+            ),
+            { concurrency: "unbounded" }
+          )
+        )
+        const flat = results.flat()
+        const covered = new Set(batches.flat())
+        expect(flat.filter((r) => r.created)).toHaveLength(covered.size)
+        const ids = new Map<string, string>()
+        for (const r of flat) {
+          const prev = ids.get(r.attestation.hashHex)
+          if (prev) expect(r.attestation.id).toBe(prev)
+          ids.set(r.attestation.hashHex, r.attestation.id)
+        }
+        results.forEach((rs, i) => expect(rs.map((r) => r.attestation.hashHex)).toEqual(batches[i]))
+      })
+    })
+
+    describe("AttestationRepo", () => {
+      it("findByRef by id and by sequence number (1 = the first attestation)", async () => {
+        const repo = await rt.runPromise(AttestationRepo)
+        const byId = await rt.runPromise(repo.findByRef({ _tag: "Id", id: firstId }))
+        expect(byId?.hashHex).toBe(firstHash)
+        const bySeq = await rt.runPromise(repo.findByRef({ _tag: "Seq", seq: 1 }))
+        expect(bySeq?.id).toBe(firstId)
+        expect(bySeq?.seq).toBe(1)
+        const { key } = await rt.runPromise(newKey())
+        const later = await rt.runPromise(attestOne(key, randomHash()))
+        const again = await rt.runPromise(repo.findByRef({ _tag: "Seq", seq: later.attestation.seq }))
+        expect(again?.id).toBe(later.attestation.id)
+        expect(later.attestation.seq).toBeGreaterThan(1)
+        expect(await rt.runPromise(repo.findByRef({ _tag: "Id", id: "att_AAAAAAAAAAAAAAAAAAAAAAAA" }))).toBeUndefined()
+        expect(await rt.runPromise(repo.findByRef({ _tag: "Seq", seq: 987654321 }))).toBeUndefined()
+      })
+
+      it("findByHashes returns only the attested ones (and handles many)", async () => {
+        const repo = await rt.runPromise(AttestationRepo)
+        const { key } = await rt.runPromise(newKey())
+        const known = randomHash()
+        await rt.runPromise(attestOne(key, known))
+        const many = [known, ...Array.from({ length: 900 }, randomHash)]
+        const found = await rt.runPromise(repo.findByHashes(many))
+        expect(found.map((a) => a.hashHex)).toEqual([known])
+        expect(await rt.runPromise(repo.findByHashes([]))).toEqual([])
+      })
+    })
+
+    describe("ApiKeyRepo", () => {
+      it("create, findByHash, list, revoke; only the SHA-256 is stored", async () => {
+        const repo = await rt.runPromise(ApiKeyRepo)
+        const created = await rt.runPromise(repo.create({
+          label: "L",
+          scopes: ["attest", "batch"],
+          orgId: "org-1",
+          env: "test",
+          allowIps: ["127.0.0.1/32"],
+          rateLimit: 10,
+          monthlyQuota: 5
+        }))
+        expect(created.secret).toMatch(API_KEY_PATTERN)
+        expect(created.secret.startsWith("atk_test_")).toBe(true)
+        const found = await rt.runPromise(repo.findByHash(hashSecret(created.secret)))
+        expect(found).toMatchObject({
+          id: created.id,
+          label: "L",
+          scopes: ["attest", "batch"],
+          orgId: "org-1",
+          env: "test",
+          allowIps: ["127.0.0.1/32"],
+          rateLimit: 10,
+          monthlyQuota: 5,
+          revokedAt: null,
+          keyHash: hashSecret(created.secret)
+        })
+        expect(await rt.runPromise(repo.findByHash(hashSecret(created.secret + "x")))).toBeUndefined()
+
+        const listed = await rt.runPromise(repo.list)
+        expect(listed.map((k) => k.id)).toContain(created.id)
+
+        const rows = await rt.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT * FROM api_keys`))
+        for (const row of rows) {
+          for (const v of Object.values(row)) expect(String(v)).not.toContain(created.secret.slice(9))
+        }
+
+        expect(await rt.runPromise(repo.revoke(created.id))).toBe(true)
+        expect(await rt.runPromise(repo.revoke(created.id))).toBe(false)
+        expect(await rt.runPromise(repo.revoke("key_nope"))).toBe(false)
+        const revoked = await rt.runPromise(repo.findByHash(hashSecret(created.secret)))
+        expect(revoked?.revokedAt).toMatch(WIRE_TIME)
+      })
+
+      it("keys without scopes are stored as null (all scopes); production and unrestricted keys are atk_live_", async () => {
+        const repo = await rt.runPromise(ApiKeyRepo)
+        const a = await rt.runPromise(repo.create({
+          label: "legacy",
+          scopes: null,
+          orgId: null,
+          env: null,
+          allowIps: null,
+          rateLimit: null,
+          monthlyQuota: null
+        }))
+        expect(a.secret.startsWith("atk_live_")).toBe(true)
+        const k = await rt.runPromise(repo.findByHash(hashSecret(a.secret)))
+        expect(k).toMatchObject({ scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
+        const p = await rt.runPromise(repo.create({
+          label: "prod",
+          scopes: ["attest"],
+          orgId: null,
+          env: "production",
+          allowIps: null,
+          rateLimit: null,
+          monthlyQuota: null
+        }))
+        expect(p.secret.startsWith("atk_live_")).toBe(true)
+      })
+    })
+
+    describe("Quota", () => {
+      it("consumes per key per month and refuses without consuming", async () => {
+        const { key } = await rt.runPromise(newKey({ monthlyQuota: 3 }))
+        const quota = await rt.runPromise(Quota)
+        const run = (n: number) => rt.runPromise(Effect.either(quota.consume(key, n)))
+        expect(Either.isRight(await run(2))).toBe(true)
+        const refused = await run(2)
+        expect(Either.isLeft(refused)).toBe(true)
+        if (Either.isLeft(refused)) {
+          expect(refused.left._tag).toBe("QuotaExceeded")
+          expect(refused.left.retryAfter).toBeGreaterThanOrEqual(1)
+        }
+        expect(Either.isRight(await run(1))).toBe(true)
+        expect(Either.isLeft(await run(1))).toBe(true)
+        expect(Either.isRight(await run(0))).toBe(true)
+
+        const other = await rt.runPromise(newKey({ monthlyQuota: 3 }))
+        expect(Either.isRight(await rt.runPromise(Effect.either(quota.consume(other.key, 3))))).toBe(true)
+        expect(Either.isLeft(await rt.runPromise(Effect.either(quota.consume(other.key, 4))))).toBe(true)
+      })
+
+      it("no quota means unlimited", async () => {
+        const { key } = await rt.runPromise(newKey())
+        const quota = await rt.runPromise(Quota)
+        expect(Either.isRight(await rt.runPromise(Effect.either(quota.consume(key, 1_000_000))))).toBe(true)
+      })
+
+      it("concurrent consumers never exceed the quota", async () => {
+        const { key } = await rt.runPromise(newKey({ monthlyQuota: 5 }))
+        const quota = await rt.runPromise(Quota)
+        const results = await rt.runPromise(
+          Effect.all(Array.from({ length: 20 }, () => Effect.either(quota.consume(key, 1))), { concurrency: "unbounded" })
+        )
+        expect(results.filter(Either.isRight)).toHaveLength(5)
+      })
+    })
+
+    describe("RateLimiter (as wired for this store)", () => {
+      it("admits up to the limit, then refuses with retryAfter >= 1", async () => {
+        const limiter = await rt.runPromise(RateLimiter)
+        const k = `contract:${randomHash().slice(0, 12)}`
+        const verdicts = await rt.runPromise(Effect.all(Array.from({ length: 6 }, () => limiter.hit(k, 5))))
+        expect(verdicts.map((v) => v.allowed)).toEqual([true, true, true, true, true, false])
+        expect(verdicts.map((v) => v.remaining)).toEqual([4, 3, 2, 1, 0, 0])
+        const last = verdicts[5]!
+        expect(last.retryAfter).toBeGreaterThanOrEqual(1)
+        expect(last.retryAfter).toBeLessThanOrEqual(60)
+        expect(last.limit).toBe(5)
+      })
+
+      it("concurrent hits admit exactly the limit", async () => {
+        const limiter = await rt.runPromise(RateLimiter)
+        const k = `contract-c:${randomHash().slice(0, 12)}`
+        const verdicts = await rt.runPromise(
+          Effect.all(Array.from({ length: 25 }, () => limiter.hit(k, 7)), { concurrency: "unbounded" })
+        )
+        expect(verdicts.filter((v) => v.allowed)).toHaveLength(7)
+      })
+    })
+
+    if (dialect === "pg") {
+      describe("RateLimiter.sql with the TestClock", () => {
+        let sql: SqlClient.SqlClient
+        beforeAll(async () => {
+          sql = await rt.runPromise(SqlClient.SqlClient)
+        })
+
+        effectIt.effect("the window frees after 60 s", () =>
+          windowScenario(`sql:${randomHash().slice(0, 12)}`).pipe(
+            Effect.provide(RateLimiter.sql.pipe(Layer.provide(Layer.sync(SqlClient.SqlClient, () => sql))))
+          ))
+      })
+    }
+  })
+}
+
+/** Shared sliding-window scenario: 3 hits at t=0, 2 at t=30 s, full until t=60 s, then the t=0 hits expire. */
+const windowScenario = (k: string) =>
+  Effect.gen(function*() {
+    const limiter = yield* RateLimiter
+    for (let i = 0; i < 3; i++) expect((yield* limiter.hit(k, 5)).allowed).toBe(true)
+    yield* TestClock.adjust(Duration.seconds(30))
+    for (let i = 0; i < 2; i++) expect((yield* limiter.hit(k, 5)).allowed).toBe(true)
+    const full = yield* limiter.hit(k, 5)
+    expect(full.allowed).toBe(false)
+    expect(full.remaining).toBe(0)
+    expect(full.retryAfter).toBe(30)
+    yield* TestClock.adjust(Duration.seconds(29))
+    const stillFull = yield* limiter.hit(k, 5)
+    expect(stillFull.allowed).toBe(false)
+    expect(stillFull.retryAfter).toBe(1)
+    yield* TestClock.adjust(Duration.seconds(1))
+    // t = 60 s: the three hits of t = 0 left the window
+    for (let i = 0; i < 3; i++) expect((yield* limiter.hit(k, 5)).allowed, `after the window, hit ${i}`).toBe(true)
+    expect((yield* limiter.hit(k, 5)).allowed).toBe(false)
+    yield* TestClock.adjust(Duration.seconds(60))
+    const fresh = yield* limiter.hit(k, 5)
+    expect(fresh.allowed).toBe(true)
+    expect(fresh.remaining).toBe(4)
+  })
+
+describe("RateLimiter.memory with the TestClock", () => {
+  effectIt.effect("the window frees after 60 s", () =>
+    windowScenario("mem:a").pipe(Effect.provide(RateLimiter.memory)))
+
+  effectIt.effect("limits are per key", () =>
+    Effect.gen(function*() {
+      const limiter = yield* RateLimiter
+      for (let i = 0; i < 2; i++) expect((yield* limiter.hit("a", 2)).allowed).toBe(true)
+      expect((yield* limiter.hit("a", 2)).allowed).toBe(false)
+      expect((yield* limiter.hit("b", 2)).allowed).toBe(true)
+    }).pipe(Effect.provide(RateLimiter.memory)))
+
+  effectIt.effect("reset is the Unix second at which the window frees a request", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1_700_000_000_000)
+      const limiter = yield* RateLimiter
+      const v = yield* limiter.hit("r", 1)
+      expect(v.reset).toBe(1_700_000_060)
+      const refused = yield* limiter.hit("r", 1)
+      expect(refused.allowed).toBe(false)
+      expect(refused.retryAfter).toBe(60)
+    }).pipe(Effect.provide(RateLimiter.memory)))
+})

@@ -15,6 +15,11 @@
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite); top self-time functions
 //   BENCH_MERKLE_SIZES leaf counts for the Merkle section (10000,100000)
+//   BENCH_QUIET_WAIT   before each run, wait up to this many seconds for other processes to go
+//                      below 20% of a core (0: do not wait); the "other" CPU column shows what remained
+//   BENCH_SERVE_ARGS   extra `attestd serve` flags, e.g. "--no-workers" (default: none, workers run)
+//   BENCH_SNAPSHOT=0   run dist/ in place instead of a copy in .bench/build (default: copy, so a
+//                      concurrent rebuild of dist/ cannot change the code under test mid-run)
 //   BENCH_PG_URL       Postgres server, without database (postgres://postgres@127.0.0.1:5432)
 //
 // Servers run as child processes (the load generator, autocannon, runs here), so
@@ -24,21 +29,26 @@ import { execFileSync } from "node:child_process"
 import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { ATTESTD_SCENARIOS, BARE_SCENARIOS, benchAttestd, benchBare, profileScenarios } from "./bench/http.mjs"
-import { BENCH_DIR, BIN, dropCreatedDatabases, envInt, envList, killAllChildren, ROOT, table } from "./bench/lib.mjs"
+import * as lib from "./bench/lib.mjs"
+import { BENCH_DIR, dropCreatedDatabases, envInt, envList, killAllChildren, ROOT, table } from "./bench/lib.mjs"
 
 const config = {
   duration: envInt("BENCH_DURATION", 10),
   warmup: Number(process.env.BENCH_WARMUP ?? 2),
   connections: envInt("BENCH_CONNECTIONS", 50),
   seed: envInt("BENCH_SEED", 1000),
+  quietWait: Number(process.env.BENCH_QUIET_WAIT ?? 0),
+  serveArgs: envList("BENCH_SERVE_ARGS", []).flatMap((a) => a.split(" ")).filter((a) => a.length > 0),
   scenarios: envList("BENCH_SCENARIOS", ATTESTD_SCENARIOS),
   profile: process.env.BENCH_PROFILE === "1",
   profileDb: process.env.BENCH_PROFILE_DB ?? "sqlite",
   profileScenarios: envList("BENCH_PROFILE_SCENARIOS", ["attest-new", "verify"]),
   merkleSizes: envList("BENCH_MERKLE_SIZES", ["10000", "100000"]).map((s) => Number(s.replace(/_/g, "")))
 }
-const load = { duration: config.duration, warmup: config.warmup, connections: config.connections }
+const serveArgs = config.serveArgs
+const load = { duration: config.duration, warmup: config.warmup, connections: config.connections, quietWaitMs: config.quietWait * 1000 }
 
 for (const s of [...config.scenarios, ...config.profileScenarios]) {
   if (!ATTESTD_SCENARIOS.includes(s)) throw new Error(`unknown scenario ${s}; known: ${ATTESTD_SCENARIOS.join(", ")}`)
@@ -48,6 +58,7 @@ const log = (...a) => console.log(...a)
 const results = []
 const profiles = {}
 let merkle
+let buildDir = path.join(ROOT, "dist")
 
 /** The sections, in order. Later stages add theirs here. */
 const SECTIONS = [
@@ -57,16 +68,16 @@ const SECTIONS = [
   },
   {
     name: "sqlite",
-    run: async () => results.push(...(await benchAttestd({ db: "sqlite", scenarios: config.scenarios, load, seed: config.seed, log })).results)
+    run: async () => results.push(...(await benchAttestd({ db: "sqlite", scenarios: config.scenarios, load, seed: config.seed, serveArgs, log })).results)
   },
   {
     name: "pg",
-    run: async () => results.push(...(await benchAttestd({ db: "pg", scenarios: config.scenarios, load, seed: config.seed, log })).results)
+    run: async () => results.push(...(await benchAttestd({ db: "pg", scenarios: config.scenarios, load, seed: config.seed, serveArgs, log })).results)
   },
   {
     name: "profile",
     optIn: true,
-    run: async () => Object.assign(profiles, await profileScenarios({ db: config.profileDb, scenarios: config.profileScenarios, load, log }))
+    run: async () => Object.assign(profiles, await profileScenarios({ db: config.profileDb, scenarios: config.profileScenarios, load, serveArgs, log }))
   },
   {
     name: "merkle",
@@ -79,13 +90,17 @@ const SECTIONS = [
         return
       }
       try {
-        merkle = await mod.benchMerkle({ sizes: config.merkleSizes, log: (m) => log(`  ${m}`) })
+        merkle = await mod.benchMerkle({
+          sizes: config.merkleSizes,
+          modulePath: process.env.MERKLE_MODULE ?? path.join(buildDir, "Domain/Merkle.js"),
+          log: (m) => log(`  ${m}`)
+        })
       } catch (e) {
         log(`  merkle bench failed: ${e.stack ?? e}`)
         merkle = { error: String(e?.message ?? e) }
       } finally {
         try {
-          const M = await import(new URL("../dist/Domain/Merkle.js", import.meta.url).href)
+          const M = await import(pathToFileURL(process.env.MERKLE_MODULE ?? path.join(buildDir, "Domain/Merkle.js")).href)
           if (typeof M.terminateMerkleWorker === "function") await M.terminateMerkleWorker()
         } catch {}
       }
@@ -129,11 +144,12 @@ const report = () => {
         fmt(r.p99, 1),
         base ? `${fmt(ratio, 3)}× ${r.baseline}` : "",
         bad ? `${r.non2xx}/${r.errors} !!` : `${r.non2xx}/${r.errors}`,
+        r.serverCpuUsPerReq === undefined ? "" : fmt(r.serverCpuUsPerReq),
         cpu
       ]
     })
     lines.push(
-      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4] })
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7] })
     )
     const noisy = results.filter((r) => (r.cpu.others ?? 0) >= 20)
     if (noisy.length > 0) {
@@ -167,7 +183,7 @@ const report = () => {
   }
   for (const [name, { result, profile }] of Object.entries(profiles)) {
     lines.push("")
-    lines.push(`profile ${name} (under --cpu-prof: ${fmt(result.rps)} req/s; busy ${fmt(profile.busyMs)} ms of ${fmt(profile.totalMs)} ms; ${profile.file})`)
+    lines.push(`profile ${name} (under --cpu-prof: ${fmt(result.rps)} req/s; busy ${fmt(profile.busyMs)} ms of ${fmt(profile.totalMs)} ms${profile.windowed ? " of the measured run" : " INCLUDING start-up and warm-up"}; ${path.relative(ROOT, profile.file)})`)
     lines.push(table(["self ms", "% busy", "function"], profile.topSelf.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }))
     lines.push("  self time by package:")
     lines.push(table(["self ms", "% busy", "package"], profile.byPackage.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }).replace(/^/gm, "  "))
@@ -195,8 +211,9 @@ const gitInfo = () => {
 // ---------------------------------------------------------------------------
 
 const main = async () => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} missing: run npm run build first (or npm run bench)`)
+  if (!existsSync(lib.BIN)) throw new Error(`${lib.BIN} missing: run npm run build first (or npm run bench)`)
   mkdirSync(BENCH_DIR, { recursive: true })
+  if (process.env.BENCH_SNAPSHOT !== "0") buildDir = lib.snapshotBuild()
   const sections = selected()
   const startedAt = new Date()
   const cpus = os.cpus()
@@ -221,6 +238,7 @@ const main = async () => {
     ...gitInfo(),
     config,
     sections: sections.map((s) => s.name),
+    build: path.relative(ROOT, buildDir),
     results: results.map(({ raw, ...r }) => ({ ...r, raw })),
     targets,
     profiles,

@@ -4,6 +4,9 @@ import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.
 import { InfoApi } from "./Info/Api.js"
 import { ProofsApi } from "./Sealing/Api.js"
 import { AnchorsApi } from "./Anchoring/Api.js"
+import { ClaimsApi } from "./Claims/Api.js"
+import { TagsApi } from "./Tags/Api.js"
+import { ShareTokensApi } from "./ShareTokens/Api.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
@@ -14,6 +17,9 @@ export class Api extends HttpApi.make("attestd")
   .add(LookupApi)
   .add(ProofsApi)
   .add(AnchorsApi)
+  .add(ClaimsApi)
+  .add(TagsApi)
+  .add(ShareTokensApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

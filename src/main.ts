@@ -22,6 +22,12 @@ import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platfor
 import { ProofsLive } from "./Sealing/Http.js"
 import { AnchorsLive } from "./Anchoring/Http.js"
 import { AnchoringRepo } from "./Anchoring/Repo.js"
+import { ShareTokenRepo } from "./ShareTokens/Repo.js"
+import { ShareTokensLive } from "./ShareTokens/Http.js"
+import { ClaimsLive } from "./Claims/Http.js"
+import { ClaimRepo } from "./Claims/Repo.js"
+import { TagsLive } from "./Tags/Http.js"
+import { TagRepo } from "./Tags/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
 import { layerHttp as CalendarHttp, type OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
@@ -72,7 +78,7 @@ export const ServicesLive = (config: AppConfigShape) =>
   ).pipe(
     Layer.provideMerge(AnchorProofs.Default),
     Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default)),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(CalendarLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
@@ -86,7 +92,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )

@@ -128,12 +128,12 @@ export const benchBare = async ({ scenarios = BARE_SCENARIOS, load, log = consol
  * `seed` pre-attested hashes, then each scenario. With profileDir the server
  * runs under --cpu-prof and the summary of its profile is returned too.
  */
-export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, label = db, log = console.log }) => {
+export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, serveArgs = [], label = db, log = console.log }) => {
   const dbName = `attestd_bench_${process.pid}_${label.replace(/[^a-z0-9]/g, "")}`
   const databaseUrl = db === "pg" ? await createPgDatabase(dbName) : undefined
   let server
   try {
-    server = await startAttestd({ name: `attestd-${label}`, databaseUrl, profileDir })
+    server = await startAttestd({ name: `attestd-${label}`, databaseUrl, profileDir, serveArgs })
     log(`  ${label}: attestd up in ${server.startMs.toFixed(0)} ms (${server.url}, ${databaseUrl ?? `sqlite in ${server.dataDir}`})`)
     const key = await createApiKey({ env: server.env })
     const existing = Array.from({ length: seed }, randomHashHex)
@@ -145,7 +145,9 @@ export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, se
     await server.stop()
     server = undefined
     if (profileDir) {
-      const profile = summarizeProfile(newestProfile(profileDir))
+      const profile = summarizeProfile(newestProfile(profileDir), {
+        window: { startUs: Math.min(...out.map((r) => r.window.startUs)), endUs: Math.max(...out.map((r) => r.window.endUs)) }
+      })
       return { results: out, profile }
     }
     return { results: out }
@@ -156,11 +158,11 @@ export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, se
 }
 
 /** One profiled server per scenario, so each profile shows one workload. */
-export const profileScenarios = async ({ db, scenarios, load, log = console.log }) => {
+export const profileScenarios = async ({ db, scenarios, load, serveArgs = [], log = console.log }) => {
   const out = {}
   for (const s of scenarios) {
     const profileDir = path.join(BENCH_DIR, "prof", `${db}-${s}-${Date.now()}`)
-    const { results, profile } = await benchAttestd({ db, scenarios: [s], load, profileDir, label: `${db}-prof`, log })
+    const { results, profile } = await benchAttestd({ db, scenarios: [s], load, profileDir, serveArgs, label: `${db}-prof`, log })
     out[`${db} ${s}`] = { result: results[0], profile }
   }
   return out

@@ -168,6 +168,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
               return yield* new AuthError({ message: "detailed batch verify needs an API key" })
             }
             const principal = yield* auth.authenticate(authorization.slice(7).trim())
+            if (principal._tag !== "ApiKey") return yield* new AuthError({ message: "detailed batch verify needs an API key" })
             key = Option.some(principal.key)
           }
           const hashes = [...new Set(payload.hashes)]

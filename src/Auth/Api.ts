@@ -2,17 +2,20 @@
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { AuthError, Forbidden, QuotaExceeded, RateLimited } from "../Domain/Errors.js"
+import type { ShareToken } from "../ShareTokens/Repo.js"
 import type { ApiKey } from "./Domain.js"
 
-/** Who is calling: an API key (share tokens join in the claims issue). */
-export type Principal = { readonly _tag: "ApiKey"; readonly key: ApiKey }
+/** Who is calling: an API key, or a share token (read-only, for the attestations it lists). */
+export type Principal =
+  | { readonly _tag: "ApiKey"; readonly key: ApiKey }
+  | { readonly _tag: "ShareToken"; readonly token: ShareToken }
 
 export class CurrentPrincipal extends Context.Tag("Auth/CurrentPrincipal")<CurrentPrincipal, Principal>() {}
 
 export const bearer = HttpApiSecurity.bearer.pipe(
   HttpApiSecurity.annotate(
     OpenApi.Description,
-    "API key (`atk_live_…` / `atk_test_…`) as `Authorization: Bearer <key>`. Each operation names the scope it needs."
+    "API key (`atk_live_…` / `atk_test_…`) as `Authorization: Bearer <key>`; each operation names the scope it needs. Share tokens (`shr_…`) are accepted on GET …/metadata and GET …/tags for the attestations they list."
   )
 )
 

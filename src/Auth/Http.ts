@@ -2,7 +2,7 @@
  * Authentication and authorisation: key lookup by hash, revocation, environment,
  * IP allowlist, the per-key sliding-window limit, and scope checks.
  */
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Effect, Layer, Option, Redacted } from "effect"
 import { AuthError, Forbidden } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { currentRequestMeta } from "../Http/RequestMeta.js"
@@ -12,12 +12,16 @@ import { ipAllowed } from "./ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret, hasScope, type Scope } from "./Domain.js"
 import { RateLimiter } from "./RateLimiter.js"
 import { RateLimited } from "../Domain/Errors.js"
+import { formatMillis } from "../Domain/Time.js"
+import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "../ShareTokens/Domain.js"
+import { ShareTokenRepo, shareTokenState } from "../ShareTokens/Repo.js"
 
 const invalidKey = new AuthError({ message: "invalid or missing API key" })
 
 export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
   effect: Effect.gen(function*() {
     const repo = yield* ApiKeyRepo
+    const shareTokens = yield* ShareTokenRepo
     const config = yield* AppConfig
     const limiter = yield* RateLimiter
 
@@ -58,8 +62,33 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
         }
       })
 
+    /** A share token: valid (not expired, revoked or exhausted) or 401; 100 requests/minute per token. */
+    const resolveShareToken = (presented: string) =>
+      Effect.gen(function*() {
+        if (!SHARE_TOKEN_PATTERN.test(presented)) return yield* invalidKey
+        const hash = hashSecret(presented)
+        const token = yield* Effect.orDie(shareTokens.findByHash(hash))
+        const now = formatMillis(yield* Clock.currentTimeMillis)
+        if (!token || !digestsEqual(token.tokenHash, hash)) return yield* invalidKey
+        const state = shareTokenState(token, now)
+        if (state !== "active") return yield* new AuthError({ message: `share token is ${state}`, details: { state } })
+        const verdict = yield* limiter.hit(`shr:${token.id}`, SHARE_TOKEN_RATE_LIMIT)
+        const meta = yield* currentRequestMeta
+        meta.rateLimit = verdict
+        if (!verdict.allowed) {
+          return yield* new RateLimited({
+            message: `share token rate limit of ${SHARE_TOKEN_RATE_LIMIT} requests per minute exceeded`,
+            rateLimit: verdict
+          })
+        }
+        return token
+      })
+
     const authenticate = (presented: string) =>
       Effect.gen(function*() {
+        if (presented.startsWith("shr_")) {
+          return { _tag: "ShareToken", token: yield* resolveShareToken(presented) } as Principal
+        }
         const key = yield* resolveKey(presented)
         yield* admit(key)
         return { _tag: "ApiKey", key } as Principal
@@ -88,7 +117,11 @@ export const requireScope = (scope: Scope) =>
   Effect.flatMap(CurrentPrincipal, (principal) =>
     principal._tag === "ApiKey" && hasScope(principal.key, scope)
       ? Effect.succeed(principal.key)
-      : Effect.fail(new Forbidden({ message: `this key lacks the ${scope} scope`, details: { required_scope: scope } })))
+      : Effect.fail(
+        principal._tag === "ShareToken"
+          ? new Forbidden({ message: "share tokens are read-only and limited to metadata and tags reads" })
+          : new Forbidden({ message: `this key lacks the ${scope} scope`, details: { required_scope: scope } })
+      ))
 
 /** The calling key when it holds one of `scopes`. */
 export const requireAnyScope = (scopes: ReadonlyArray<Scope>) =>

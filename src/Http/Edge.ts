@@ -49,8 +49,15 @@ const notFoundOrMethod = (routes: ReadonlyArray<KnownRoute>, method: string, url
     : new Errors.NotFound({ message: `no route for ${method} ${path.slice(0, 200)}` })
 }
 
-const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) =>
-  issues.map((i) => ({ path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: i.message }))
+const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
+  const seen = new Set<string>()
+  return issues
+    .map((i) => ({ path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: i.message }))
+    .filter((d) => {
+      const k = JSON.stringify(d)
+      return seen.has(k) ? false : (seen.add(k), true)
+    })
+}
 
 const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
 

@@ -116,6 +116,25 @@ for (const dialect of await dialects()) {
         expect(ok.status).toBe(201)
       })
 
+      it("client_encrypted extra_data is stored opaque and must be an encrypted blob", async () => {
+        const api = client(server.url, key)
+        const blob = { alg: "A256GCM", iv: "AAECAwQFBgcICQoL", ciphertext: "q83vEjRWeJA" }
+        const r = await api.post("/v1/attest", { hash_hex: randomHash(), extra_data: blob, client_encrypted: true })
+        expect(r.status).toBe(201)
+        expect(r.body.extra_data).toEqual(blob)
+        expect(r.body.client_encrypted).toBe(true)
+        const bad = await api.post("/v1/attest", { hash_hex: randomHash(), extra_data: { plain: "text" }, client_encrypted: true })
+        expectEnvelope(bad, 400, "VALIDATION_ERROR")
+        expect(JSON.stringify(bad.body.details)).toContain("extra_data")
+      })
+
+      it("extra_data over 16 KiB is 400 and writes nothing", async () => {
+        const hash = randomHash()
+        const r = await client(server.url, key).post("/v1/attest", { hash_hex: hash, extra_data: { pad: "x".repeat(17 * 1024) } })
+        expectEnvelope(r, 400, "VALIDATION_ERROR")
+        expect((await client(server.url).post("/v1/verify", { hash_hex: hash })).body.exists).toBe(false)
+      })
+
       it("extra_data must be an object", async () => {
         const r = await client(server.url, key).post("/v1/attest", { hash_hex: randomHash(), extra_data: [1, 2] })
         expectEnvelope(r, 400, "VALIDATION_ERROR")

@@ -32,6 +32,10 @@ describe("hasScope", () => {
   it("a key from before scopes (scopes null) holds all", () => {
     for (const s of SCOPES) expect(hasScope({ scopes: null }, s)).toBe(true)
   })
+
+  it("an explicitly empty scope list holds nothing (least privilege; only null means a pre-scope key)", () => {
+    for (const s of SCOPES) expect(hasScope({ scopes: [] }, s), s).toBe(false)
+  })
 })
 
 for (const dialect of await dialects()) {

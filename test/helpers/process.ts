@@ -148,18 +148,22 @@ export const startServe = async (e: ServeEnv, readyTimeoutMs = 30_000): Promise<
       return exited
     }
   }
-  try {
-    await waitFor(`attestd serve on ${url}`, async () => {
-      if (done) throw new Error(`attestd serve exited early:\n${proc.output()}`)
+  const deadline = Date.now() + readyTimeoutMs
+  while (true) {
+    if (done) throw new Error(`attestd serve exited before it was ready (${JSON.stringify(await exited)}):\n${proc.output()}`)
+    try {
       const res = await fetch(`${url}/v1/healthz`, { signal: AbortSignal.timeout(2000) })
       await res.arrayBuffer()
-      return res.status === 200
-    }, readyTimeoutMs, 50)
-  } catch (err) {
-    await proc.kill("SIGKILL")
-    throw new Error(`${String(err)}\n--- output ---\n${proc.output()}`)
+      if (res.status === 200) return proc
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await proc.kill("SIGKILL")
+      throw new Error(`attestd serve on ${url} not ready after ${readyTimeoutMs} ms:\n${proc.output()}`)
+    }
+    await sleep(50)
   }
-  return proc
 }
 
 /** Runs `node dist/bin.js <args>` to completion. */

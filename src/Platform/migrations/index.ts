@@ -2,9 +2,11 @@
 import foundation from "./0001_foundation.js"
 import sealing from "./0002_sealing.js"
 import anchoring from "./0003_anchoring.js"
+import claims from "./0004_claims.js"
 
 export const migrations = {
   "0001_foundation": foundation,
   "0002_sealing": sealing,
-  "0003_anchoring": anchoring
+  "0003_anchoring": anchoring,
+  "0004_claims": claims
 }

@@ -1,0 +1,62 @@
+/** A key's own claim on an attestation: read, conditional update, soft delete. */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { Claim } from "../Attestations/Domain.js"
+import { newEtag, toClaim } from "../Attestations/Repo.js"
+
+export interface ClaimPatch {
+  readonly source?: string | null
+  readonly extraData?: unknown
+  readonly clientEncrypted?: boolean
+}
+
+export type UpdateResult =
+  | { readonly _tag: "Updated"; readonly claim: Claim }
+  | { readonly _tag: "NoClaim" }
+  | { readonly _tag: "EtagMismatch"; readonly current: string }
+
+export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+
+    const liveClaim = (apiKeyId: string, seq: number) =>
+      Effect.map(
+        sql<any>`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`,
+        (rows) => (rows[0] ? toClaim(rows[0]) : undefined)
+      )
+
+    /** Applies `patch` only if the stored etag is one of `ifMatch` (when given); a new etag every time. */
+    const update = (apiKeyId: string, seq: number, patch: ClaimPatch, ifMatch: ReadonlyArray<string> | undefined, now: string) =>
+      Effect.gen(function*() {
+        const etag = newEtag()
+        const sets = [sql`etag = ${etag}`, sql`updated_at = ${now}`]
+        if (patch.source !== undefined) sets.push(sql`source = ${patch.source}`)
+        if (patch.extraData !== undefined) {
+          sets.push(sql`extra_data = ${patch.extraData === null ? null : JSON.stringify(patch.extraData)}`)
+        }
+        if (patch.clientEncrypted !== undefined) {
+          sets.push(sql`client_encrypted = ${isPg ? patch.clientEncrypted : patch.clientEncrypted ? 1 : 0}`)
+        }
+        const guard = ifMatch === undefined || ifMatch.includes("*") ? sql`1 = 1` : sql.in("etag", ifMatch)
+        const rows = yield* sql<any>`UPDATE claims SET ${sql.csv(sets)}
+          WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL AND ${guard}
+          RETURNING *`
+        if (rows[0]) return { _tag: "Updated", claim: toClaim(rows[0]) } as UpdateResult
+        const current = yield* liveClaim(apiKeyId, seq)
+        return (current ? { _tag: "EtagMismatch", current: current.etag } : { _tag: "NoClaim" }) as UpdateResult
+      })
+
+    /** Soft-deletes the key's claim and drops its tags, atomically. */
+    const softDelete = (apiKeyId: string, seq: number, now: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql<{ id: number | string }>`UPDATE claims SET deleted_at = ${now}
+          WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL RETURNING id`
+        if (!rows[0]) return false
+        yield* sql`DELETE FROM tags WHERE claim_id = ${rows[0].id}`
+        return true
+      }))
+
+    return { liveClaim, update, softDelete }
+  })
+}) {}

@@ -1,0 +1,89 @@
+/**
+ * Tags, denormalised with the owning key and attestation so an AND query is a
+ * chain of index lookups on (api_key_id, key, value, attestation_seq).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import type { Tag } from "./Domain.js"
+
+interface Row {
+  readonly attestation_seq: number | string
+  readonly key: string
+  readonly value: string | null
+  readonly value_enc: string | null
+  readonly value_nonce: string | null
+}
+
+export const toTag = (r: Row): Tag =>
+  r.value !== null ? { key: r.key, value: r.value } : { key: r.key, value_enc: r.value_enc!, value_nonce: r.value_nonce! }
+
+export class TooManyTags extends Error {}
+
+export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const forClaim = (claimId: number) =>
+      Effect.map(sql<Row>`SELECT * FROM tags WHERE claim_id = ${claimId} ORDER BY key`, (rows) => rows.map(toTag))
+
+    /** Upserts tags on a claim; if the claim would hold more than `max`, nothing changes. */
+    const upsert = (
+      claim: { readonly id: number; readonly apiKeyId: string; readonly attestationSeq: number },
+      tags: ReadonlyArray<Tag>,
+      max: number,
+      now: string
+    ) =>
+      sql.withTransaction(Effect.gen(function*() {
+        for (const t of tags) {
+          const plain = "value" in t
+          yield* sql`INSERT INTO tags (claim_id, api_key_id, attestation_seq, key, value, value_enc, value_nonce, updated_at)
+            VALUES (${claim.id}, ${claim.apiKeyId}, ${claim.attestationSeq}, ${t.key},
+              ${plain ? t.value : null}, ${plain ? null : t.value_enc}, ${plain ? null : t.value_nonce}, ${now})
+            ON CONFLICT (claim_id, key) DO UPDATE SET value = excluded.value, value_enc = excluded.value_enc,
+              value_nonce = excluded.value_nonce, updated_at = excluded.updated_at`
+        }
+        const [count] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM tags WHERE claim_id = ${claim.id}`
+        if (Number(count!.n) > max) return yield* Effect.fail(new TooManyTags(`${count!.n}`))
+        return yield* forClaim(claim.id)
+      }))
+
+    const remove = (claimId: number, key: string) =>
+      Effect.map(sql`DELETE FROM tags WHERE claim_id = ${claimId} AND key = ${key} RETURNING key`, (rows) => rows.length > 0)
+
+    /** Attestations of `apiKeyId` carrying every (key, value); plaintext tags only; ordered by sequence after `after`. */
+    const query = (
+      apiKeyId: string,
+      conditions: ReadonlyArray<{ readonly key: string; readonly value: string }>,
+      after: number,
+      limit: number
+    ) =>
+      Effect.gen(function*() {
+        const [first, ...rest] = conditions
+        const joins = rest.map((c, i) => {
+          const t = sql(`t${i + 1}`)
+          return sql`JOIN tags ${t} ON ${t}.api_key_id = t0.api_key_id AND ${t}.attestation_seq = t0.attestation_seq
+            AND ${t}.key = ${c.key} AND ${t}.value = ${c.value}`
+        })
+        const rows = yield* sql<{ seq: number | string; id: string; hash_hex: string }>`
+          SELECT a.seq, a.id, a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
+          JOIN attestations a ON a.seq = t0.attestation_seq
+          WHERE t0.api_key_id = ${apiKeyId} AND t0.key = ${first!.key} AND t0.value = ${first!.value}
+            AND t0.attestation_seq > ${after}
+          ORDER BY t0.attestation_seq LIMIT ${limit + 1}`
+        const page = rows.slice(0, limit)
+        const seqs = page.map((r) => Number(r.seq))
+        const tags = seqs.length === 0 ? [] : yield* sql<Row>`SELECT * FROM tags
+          WHERE api_key_id = ${apiKeyId} AND ${sql.in("attestation_seq", seqs)} ORDER BY key`
+        return {
+          items: page.map((r) => ({
+            id: r.id,
+            hash_hex: r.hash_hex,
+            tags: tags.filter((t) => Number(t.attestation_seq) === Number(r.seq)).map(toTag)
+          })),
+          nextAfter: rows.length > limit ? Number(page[page.length - 1]!.seq) : undefined
+        }
+      })
+
+    return { forClaim, upsert, remove, query }
+  })
+}) {}

@@ -7,6 +7,7 @@ import { AnchorsApi } from "./Anchoring/Api.js"
 import { ClaimsApi } from "./Claims/Api.js"
 import { TagsApi } from "./Tags/Api.js"
 import { ShareTokensApi } from "./ShareTokens/Api.js"
+import { WebhooksApi } from "./Webhooks/Api.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
@@ -20,6 +21,7 @@ export class Api extends HttpApi.make("attestd")
   .add(ClaimsApi)
   .add(TagsApi)
   .add(ShareTokensApi)
+  .add(WebhooksApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

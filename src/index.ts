@@ -1,1 +1,2 @@
-export {}
+/** The attestd package: client-side helpers shipped with the service. */
+export { verifyWebhook, type VerifiedWebhook, type WebhookVerification } from "./Client/Webhooks.js"

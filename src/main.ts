@@ -28,6 +28,9 @@ import { ClaimsLive } from "./Claims/Http.js"
 import { ClaimRepo } from "./Claims/Repo.js"
 import { TagsLive } from "./Tags/Http.js"
 import { TagRepo } from "./Tags/Repo.js"
+import { WebhooksLive } from "./Webhooks/Http.js"
+import { WebhookRepo } from "./Webhooks/Repo.js"
+import { WebhookDispatcher } from "./Webhooks/Dispatcher.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
 import { layerHttp as CalendarHttp, type OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
@@ -74,11 +77,12 @@ export const ServicesLive = (config: AppConfigShape) =>
     Quota.Default,
     SigningKeys.Default,
     Sealer.Default,
-    Anchorer.Default
+    Anchorer.Default,
+    WebhookDispatcher.Default
   ).pipe(
     Layer.provideMerge(AnchorProofs.Default),
     Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default)),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(CalendarLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
@@ -92,7 +96,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )
@@ -104,7 +108,9 @@ export const WorkersLive = Layer.scopedDiscard(
     const sealer = yield* Sealer
     const anchorer = yield* Anchorer
     yield* Effect.forkScoped(sealer.run)
+    const dispatcher = yield* WebhookDispatcher
     yield* Effect.forkScoped(anchorer.run)
+    yield* Effect.forkScoped(dispatcher.run)
   })
 )
 

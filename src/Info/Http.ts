@@ -30,7 +30,12 @@ export const FEATURES = [
   "legacy_numeric_ids",
   "rate_limits",
   "monthly_quotas",
-  "ip_allowlists"
+  "ip_allowlists",
+  "claims",
+  "client_encrypted_extra_data",
+  "tags",
+  "share_tokens",
+  "webhooks"
 ] as const
 
 export class SigningKeys extends Effect.Service<SigningKeys>()("Info/SigningKeys", {

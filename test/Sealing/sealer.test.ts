@@ -20,12 +20,20 @@ import { formatMillis } from "../../src/Domain/Time.js"
 import { HealthChecks } from "../../src/Info/HealthChecks.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
+import { PARALLEL_THRESHOLD } from "../../src/Domain/Merkle.js"
 import { parseTimeStampToken } from "../../src/Platform/Tsa/Rfc3161.js"
-import { SealingRepo } from "../../src/Sealing/Repo.js"
+import { CHUNK_NODES, SealingRepo } from "../../src/Sealing/Repo.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { type OpensslTsa, opensslVerify, startOpensslTsa } from "../helpers/opensslTsa.js"
-import { merkleLevelsV2, merkleRootV2, proofLength, randomHex32, rootFromProofV2 } from "../helpers/process.js"
+import {
+  checkSealingInvariants,
+  merkleLevelsV2,
+  merkleRootV2,
+  proofLength,
+  randomHex32,
+  rootFromProofV2
+} from "../helpers/process.js"
 
 const INTERVAL = 60_000
 const WIRE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/
@@ -342,6 +350,66 @@ for (const dialect of await dialects()) {
         expect((yield* health.run).checks.tsa).toBe("ok")
         expect([...(yield* outboxCounts(rows.map((r) => r.seq))).values()]).toEqual([1, 1, 1])
       }))
+
+    it.scoped("a TSA reply for another digest is rejected and never stored; the next window seals", () =>
+      Effect.gen(function*() {
+        const { tsa } = yield* Fixture
+        const b = yield* startSealer
+        const pending = yield* attest(2)
+        const batchesBefore = (yield* batchRows).length
+        tsa.setMode("wrongDigest")
+        try {
+          const r0 = tsa.requests
+          yield* crossBoundary(b)
+          expect(tsa.requests).toBe(r0 + 1)
+          expect((yield* rowsOf(pending.map((a) => a.id))).every((r) => r.level === "T0")).toBe(true)
+          expect((yield* batchRows).length).toBe(batchesBefore)
+          expect((yield* (yield* HealthChecks).run).checks.tsa).toBe("degraded")
+        } finally {
+          tsa.setMode("ok")
+        }
+        yield* crossBoundary(b + INTERVAL) // one failure: no window skipped
+        const rows = yield* rowsOf(pending.map((a) => a.id))
+        expect(rows.every((r) => r.level === "T1")).toBe(true)
+        const batch = (yield* batchRows).find((x) => x.id === rows[0]!.batch_id)!
+        expect(parseTimeStampToken(batch.token).hashed_message).toBe(batch.merkleRoot)
+      }))
+
+    it.scoped("a batch above the parallel-build threshold: stored in many 1024-node chunks, every checked proof verifies", () =>
+      Effect.gen(function*() {
+        const { db } = yield* Fixture
+        const repo = yield* SealingRepo
+        const n = PARALLEL_THRESHOLD + 3 // odd at several levels, 17 chunks at level 0
+        const b = yield* startSealer
+        const key = yield* newKey
+        const attestor = yield* Attestor
+        const hashes = Array.from({ length: n }, randomHex32)
+        for (let i = 0; i < n; i += 2000) {
+          yield* attestor.attest({ key, hashes: hashes.slice(i, i + 2000), source: null, extraData: null, clientEncrypted: false })
+        }
+        yield* crossBoundary(b)
+        const sql = yield* SqlClient.SqlClient
+        const members = yield* sql<{ hash_hex: string; leaf_index: number | string; batch_id: number | string }>`
+          SELECT hash_hex, leaf_index, batch_id FROM attestations WHERE ${sql.in("hash_hex", hashes.slice(0, 1))}`.pipe(Effect.orDie)
+        const batch = (yield* repo.batchById(Number(members[0]!.batch_id)).pipe(Effect.orDie))!
+        expect(batch.leafCount).toBe(n)
+        const sorted = [...hashes].sort()
+        expect(batch.merkleRoot).toBe(merkleRootV2(sorted))
+        const chunks = yield* sql<{ level: number | string; n: number | string }>`SELECT level, COUNT(*) AS n FROM merkle_chunks
+          WHERE batch_id = ${batch.id} GROUP BY level ORDER BY level`.pipe(Effect.orDie)
+        expect(Number(chunks[0]!.n)).toBe(Math.ceil(n / CHUNK_NODES))
+        expect(chunks).toHaveLength(proofLength(n) + 1)
+        // leaves at chunk edges, at the odd tail, and a few random ones
+        const probes = new Set([0, 1, CHUNK_NODES - 1, CHUNK_NODES, 2 * CHUNK_NODES - 1, 2 * CHUNK_NODES, n - 3, n - 2, n - 1])
+        for (let i = 0; i < 20; i++) probes.add(Math.floor(Math.random() * n))
+        for (const index of probes) {
+          const proof = yield* repo.proof(batch, index).pipe(Effect.orDie)
+          expect(proof).toHaveLength(proofLength(n))
+          expect(rootFromProofV2(sorted[index]!, proof)).toBe(batch.merkleRoot)
+        }
+        const snap = yield* Effect.promise(() => checkSealingInvariants(db.url))
+        expect(snap.violations).toEqual([])
+      }), { timeout: 120_000 })
 
     it.scoped("token verifies with openssl ts -verify; every proof verifies independently; evidence t1 per spec 2.7", () =>
       Effect.gen(function*() {

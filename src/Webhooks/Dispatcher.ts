@@ -1,0 +1,170 @@
+/**
+ * The webhook dispatcher: fans outbox events out into deliveries, then sends
+ * due deliveries (leased, so instances never send one attempt twice at once),
+ * signs the exact body bytes, and schedules retries after 1, 5 and 15 minutes
+ * (ATTESTD_WEBHOOK_RETRY_DELAYS). A delivery is in the database before its
+ * POST, and a lease that lapses (crash between POST and record) sends it again:
+ * at-least-once.
+ */
+import { Clock, Duration, Effect } from "effect"
+import { request as httpRequest } from "node:http"
+import { request as httpsRequest } from "node:https"
+import type { LookupFunction } from "node:net"
+import { lookup as dnsLookup } from "node:dns"
+import { formatMillis } from "../Domain/Time.js"
+import { AppConfig } from "../Platform/Config.js"
+import { exclusively } from "../Sealing/Sealer.js"
+import {
+  checkWebhookUrl,
+  DELIVERY_TIMEOUT_MS,
+  eventBody,
+  isPublicAddress,
+  RESPONSE_EXCERPT_BYTES,
+  signBody,
+  USER_AGENT
+} from "./Domain.js"
+import { type Delivery, WebhookRepo } from "./Repo.js"
+
+const FAN_OUT_BATCH = 5000
+const SEND_BATCH = 32
+const LEASE_MS = 60_000
+const POLL_MS = 500
+const FAN_OUT_LOCK = 727005
+
+/** A lookup that refuses non-public addresses, so the address checked is the address connected to. */
+const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return (callback as any)(err)
+    const list = addresses as unknown as Array<{ address: string; family: number }>
+    const bad = list.find((a) => !isPublicAddress(a.address))
+    if (bad) return (callback as any)(new Error(`refusing non-public address ${bad.address} for ${hostname}`))
+    if ((options as any).all) return (callback as any)(null, list)
+    return (callback as any)(null, list[0]!.address, list[0]!.family)
+  })
+}
+
+export interface PostResult {
+  readonly status: number
+  readonly excerpt: string
+}
+
+/** POSTs `body`; no redirects are followed; the response body is read up to a small cap. */
+export const postWebhook = (url: URL, body: string, headers: Record<string, string>, production: boolean) =>
+  Effect.async<PostResult, Error>((resume, signal) => {
+    const send = url.protocol === "https:" ? httpsRequest : httpRequest
+    const req = send(url, {
+      method: "POST",
+      headers: { ...headers, "content-length": Buffer.byteLength(body) },
+      signal,
+      ...(production ? { lookup: publicOnlyLookup } : {})
+    }, (res) => {
+      const chunks: Array<Buffer> = []
+      let size = 0
+      res.on("data", (c: Buffer) => {
+        if (size < RESPONSE_EXCERPT_BYTES) chunks.push(c)
+        size += c.length
+      })
+      res.on("end", () =>
+        resume(Effect.succeed({
+          status: res.statusCode ?? 0,
+          excerpt: Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES).toString("utf8")
+        })))
+      res.on("error", (e) => resume(Effect.fail(e)))
+    })
+    req.on("error", (e) => resume(Effect.fail(e)))
+    req.end(body)
+  })
+
+export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webhooks/WebhookDispatcher", {
+  effect: Effect.gen(function*() {
+    const repo = yield* WebhookRepo
+    const config = yield* AppConfig
+    const production = config.mode === "production"
+    const delays = config.webhookRetryDelays
+    const now = Effect.map(Clock.currentTimeMillis, formatMillis)
+
+    const fanOutOnce = Effect.gen(function*() {
+      let total = 0
+      for (let i = 0; i < 100; i++) {
+        const n = yield* Effect.orDie(repo.fanOut(FAN_OUT_BATCH, yield* now))
+        total += n
+        if (n < FAN_OUT_BATCH) break
+      }
+      return total
+    })
+
+    const bodyOf = (d: Delivery) =>
+      Effect.gen(function*() {
+        if (d.body !== null) return d.body
+        const facts = yield* Effect.orDie(repo.attestationFacts(d.attestationSeq))
+        const body = eventBody({
+          event: d.eventType,
+          deliveryId: d.id,
+          attestationId: facts?.id ?? "",
+          hashHex: facts?.hash_hex ?? "",
+          tsaTimestamp: facts?.tsa_gen_time ?? null,
+          bitcoinBlock: facts?.t2_block === null || facts?.t2_block === undefined ? null : Number(facts.t2_block),
+          confirmedAt: facts?.t2_at ?? null,
+          createdAt: d.createdAt
+        })
+        yield* Effect.orDie(repo.setBody(d.id, body))
+        return body
+      })
+
+    /** One attempt of one delivery, recorded. */
+    const attempt = (d: Delivery) =>
+      Effect.gen(function*() {
+        const body = yield* bodyOf(d)
+        const check = yield* Effect.promise(() => checkWebhookUrl(d.url, production))
+        const result = check.ok
+          ? yield* postWebhook(check.url, body, {
+            "content-type": "application/json",
+            "user-agent": USER_AGENT,
+            "x-service-event": d.eventType,
+            "x-service-delivery": String(d.id),
+            "x-service-signature": signBody(body, d.signingSecret)
+          }, production).pipe(
+            Effect.timeoutFail({ duration: Duration.millis(DELIVERY_TIMEOUT_MS), onTimeout: () => new Error("timed out after 10 s") }),
+            Effect.either
+          )
+          : ({ _tag: "Left", left: new Error(check.reason) } as const)
+        const ok = result._tag === "Right" && result.right.status >= 200 && result.right.status < 300
+        const t = yield* Clock.currentTimeMillis
+        const attempts = d.attempts + 1
+        const status: Delivery["status"] = ok ? "succeeded" : attempts <= delays.length ? "retrying" : "failed"
+        const next = status === "retrying" ? t + Duration.toMillis(delays[attempts - 1]!) : t
+        yield* Effect.orDie(repo.recordAttempt(d, {
+          status,
+          responseCode: result._tag === "Right" ? result.right.status : null,
+          excerpt: result._tag === "Right" ? result.right.excerpt : result.left.message.slice(0, RESPONSE_EXCERPT_BYTES),
+          now: formatMillis(t),
+          nextAttemptAt: formatMillis(next)
+        }))
+        if (!ok) {
+          yield* Effect.logWarning(
+            `webhook delivery ${d.id} attempt ${attempts} failed (${result._tag === "Right" ? `HTTP ${result.right.status}` : result.left.message}); ${status}`
+          )
+        }
+        return status
+      })
+
+    const sendDueOnce = Effect.gen(function*() {
+      const t = yield* Clock.currentTimeMillis
+      const due = yield* Effect.orDie(repo.claimDue(formatMillis(t), formatMillis(t + LEASE_MS), SEND_BATCH))
+      yield* Effect.forEach(due, attempt, { concurrency: 16, discard: true })
+      return due.length
+    })
+
+    const run = Effect.gen(function*() {
+      while (true) {
+        yield* exclusively(FAN_OUT_LOCK, fanOutOnce).pipe(Effect.catchAllCause((c) => Effect.logWarning("webhook fan-out failed", c)))
+        const sent = yield* sendDueOnce.pipe(
+          Effect.catchAllCause((c) => Effect.as(Effect.logWarning("webhook delivery pass failed", c), 0))
+        )
+        if (sent < SEND_BATCH) yield* Effect.sleep(Duration.millis(POLL_MS))
+      }
+    })
+
+    return { fanOutOnce, sendDueOnce, attempt, run }
+  })
+}) {}

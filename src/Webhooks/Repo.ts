@@ -1,0 +1,170 @@
+/**
+ * Webhooks, the fan-out of outbox events into deliveries (one transaction,
+ * idempotent per webhook and event), claiming due deliveries with a lease
+ * (FOR UPDATE SKIP LOCKED on Postgres), and recording attempts.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { DELIVERY_HISTORY, type WebhookEvent } from "./Domain.js"
+
+export interface Webhook {
+  readonly id: string
+  readonly apiKeyId: string
+  readonly url: string
+  readonly events: ReadonlyArray<WebhookEvent>
+  readonly label: string | null
+  readonly failureCount: number
+  readonly createdAt: string
+}
+
+export interface Delivery {
+  readonly id: number
+  readonly webhookId: string
+  readonly eventType: WebhookEvent
+  readonly attestationSeq: number
+  readonly url: string
+  readonly signingSecret: string
+  readonly body: string | null
+  readonly status: "pending" | "succeeded" | "retrying" | "failed"
+  readonly responseCode: number | null
+  readonly attempts: number
+  readonly createdAt: string
+  readonly lastAttemptAt: string | null
+  readonly nextAttemptAt: string
+}
+
+const toWebhook = (r: any): Webhook => ({
+  id: r.id,
+  apiKeyId: r.api_key_id,
+  url: r.url,
+  events: JSON.parse(r.events),
+  label: r.label,
+  failureCount: Number(r.failure_count),
+  createdAt: r.created_at
+})
+
+const toDelivery = (r: any): Delivery => ({
+  id: Number(r.id),
+  webhookId: r.webhook_id,
+  eventType: r.event_type,
+  attestationSeq: Number(r.attestation_seq),
+  url: r.url,
+  signingSecret: r.signing_secret,
+  body: r.body,
+  status: r.status,
+  responseCode: r.response_code === null ? null : Number(r.response_code),
+  attempts: Number(r.attempts),
+  createdAt: r.created_at,
+  lastAttemptAt: r.last_attempt_at,
+  nextAttemptAt: r.next_attempt_at
+})
+
+export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/WebhookRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+
+    const create = (w: Webhook & { readonly signingSecret: string }) =>
+      sql`INSERT INTO webhooks (id, api_key_id, url, events, label, signing_secret, created_at)
+        VALUES (${w.id}, ${w.apiKeyId}, ${w.url}, ${JSON.stringify(w.events)}, ${w.label}, ${w.signingSecret}, ${w.createdAt})`
+
+    const listOwned = (apiKeyId: string) =>
+      Effect.map(
+        sql`SELECT * FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL ORDER BY created_at, id`,
+        (rows) => rows.map(toWebhook)
+      )
+
+    const findOwned = (apiKeyId: string, id: string) =>
+      Effect.map(
+        sql`SELECT * FROM webhooks WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL`,
+        (rows) => (rows[0] ? toWebhook(rows[0]) : undefined)
+      )
+
+    const remove = (apiKeyId: string, id: string, now: string) =>
+      Effect.map(
+        sql`UPDATE webhooks SET deleted_at = ${now} WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL RETURNING id`,
+        (rows) => rows.length > 0
+      )
+
+    const deliveries = (webhookId: string) =>
+      Effect.map(
+        sql`SELECT * FROM webhook_deliveries WHERE webhook_id = ${webhookId} ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}`,
+        (rows) => rows.map(toDelivery)
+      )
+
+    /**
+     * Turns up to `limit` undispatched outbox events into deliveries for every
+     * live webhook whose key holds a live claim on the attestation; marks the
+     * events dispatched. Returns how many events were handled.
+     */
+    const fanOut = (limit: number, now: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const events = yield* sql<{ id: number | string }>`SELECT id FROM outbox WHERE dispatched_at IS NULL
+          ORDER BY id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`
+        if (events.length === 0) return 0
+        const ids = events.map((e) => Number(e.id))
+        const first = ids[0]!
+        const last = ids[ids.length - 1]!
+        yield* sql`INSERT INTO webhook_deliveries
+            (webhook_id, outbox_id, event_type, attestation_seq, url, signing_secret, status, created_at, next_attempt_at)
+          SELECT w.id, o.id, o.event_type, o.attestation_seq, w.url, w.signing_secret, 'pending', ${now}, ${now}
+          FROM outbox o
+          JOIN claims c ON c.attestation_seq = o.attestation_seq AND c.deleted_at IS NULL
+          JOIN webhooks w ON w.api_key_id = c.api_key_id AND w.deleted_at IS NULL
+          WHERE o.id >= ${first} AND o.id <= ${last} AND o.dispatched_at IS NULL
+            AND w.events LIKE ${sql.literal("'%\"' || o.event_type || '\"%'")}
+          ON CONFLICT (webhook_id, outbox_id) DO NOTHING`
+        yield* sql`UPDATE outbox SET dispatched_at = ${now} WHERE id >= ${first} AND id <= ${last} AND dispatched_at IS NULL`
+        return ids.length
+      }))
+
+    /** Claims up to `limit` due deliveries with a lease until `leaseUntil`; another instance skips them. */
+    const claimDue = (now: string, leaseUntil: string, limit: number) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`SELECT * FROM webhook_deliveries
+          WHERE status IN ('pending', 'retrying') AND next_attempt_at <= ${now}
+            AND (claimed_until IS NULL OR claimed_until <= ${now})
+          ORDER BY next_attempt_at, id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`
+        if (rows.length === 0) return [] as Array<Delivery>
+        const ids = rows.map((r: any) => Number(r.id))
+        yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", ids)}`
+        return rows.map(toDelivery)
+      }))
+
+    /** Freezes the body of a delivery the first time it is sent, so retries send the same bytes. */
+    const setBody = (id: number, body: string) =>
+      sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`
+
+    const attestationFacts = (seq: number) =>
+      Effect.map(
+        sql<{ id: string; hash_hex: string; tsa_gen_time: string | null; t2_block: number | string | null; t2_at: string | null }>`
+          SELECT a.id, a.hash_hex, b.tsa_gen_time, a.t2_block, a.t2_at FROM attestations a
+          LEFT JOIN batches b ON b.id = a.batch_id WHERE a.seq = ${seq}`,
+        (rows) => rows[0]
+      )
+
+    const recordAttempt = (d: Delivery, outcome: {
+      readonly status: Delivery["status"]
+      readonly responseCode: number | null
+      readonly excerpt: string | null
+      readonly now: string
+      readonly nextAttemptAt: string
+    }) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`UPDATE webhook_deliveries SET status = ${outcome.status}, response_code = ${outcome.responseCode},
+            response_excerpt = ${outcome.excerpt}, attempts = attempts + 1, last_attempt_at = ${outcome.now},
+            next_attempt_at = ${outcome.nextAttemptAt}, claimed_until = NULL
+          WHERE id = ${d.id}`
+        if (outcome.status === "failed") {
+          yield* sql`UPDATE webhooks SET failure_count = failure_count + 1 WHERE id = ${d.webhookId}`
+        }
+        // History: the newest 100 per webhook; deliveries still in flight are never dropped.
+        yield* sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${d.webhookId}
+          AND status IN ('succeeded', 'failed')
+          AND id < (SELECT MIN(id) FROM (SELECT id FROM webhook_deliveries WHERE webhook_id = ${d.webhookId}
+                    ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}) newest)`
+      }))
+
+    return { create, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt }
+  })
+}) {}

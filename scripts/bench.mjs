@@ -13,7 +13,8 @@
 //                      (default: all but profile; profile is added by BENCH_PROFILE=1)
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
-//                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite); top self-time functions
+//                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
+//                      (min(BENCH_DURATION, 5)); prints top self-time functions
 //   BENCH_MERKLE_SIZES leaf counts for the Merkle section (10000,100000)
 //   BENCH_QUIET_WAIT   before each run, wait up to this many seconds for other processes to go
 //                      below 20% of a core (0: do not wait); the "other" CPU column shows what remained
@@ -45,6 +46,7 @@ const config = {
   profile: process.env.BENCH_PROFILE === "1",
   profileDb: process.env.BENCH_PROFILE_DB ?? "sqlite",
   profileScenarios: envList("BENCH_PROFILE_SCENARIOS", ["attest-new", "verify"]),
+  profileDuration: envInt("BENCH_PROFILE_DURATION", Math.min(envInt("BENCH_DURATION", 10), 5)),
   merkleSizes: envList("BENCH_MERKLE_SIZES", ["10000", "100000"]).map((s) => Number(s.replace(/_/g, "")))
 }
 const serveArgs = config.serveArgs
@@ -77,7 +79,13 @@ const SECTIONS = [
   {
     name: "profile",
     optIn: true,
-    run: async () => Object.assign(profiles, await profileScenarios({ db: config.profileDb, scenarios: config.profileScenarios, load, serveArgs, log }))
+    run: async () => Object.assign(profiles, await profileScenarios({
+      db: config.profileDb,
+      scenarios: config.profileScenarios,
+      load: { ...load, duration: config.profileDuration, warmup: Math.min(config.warmup, 1) },
+      serveArgs,
+      log
+    }))
   },
   {
     name: "merkle",
@@ -151,6 +159,11 @@ const report = () => {
     lines.push(
       table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7] })
     )
+    const gcs = results.filter((r) => r.groupCommit?.meanBatch !== undefined)
+    if (gcs.length > 0) {
+      lines.push("")
+      lines.push(`group commit (attestations per transaction): ${gcs.map((r) => `${r.server} ${r.scenario} ${r.groupCommit.meanBatch.toFixed(1)}`).join(", ")}`)
+    }
     const noisy = results.filter((r) => (r.cpu.others ?? 0) >= 20)
     if (noisy.length > 0) {
       lines.push("")
@@ -183,7 +196,7 @@ const report = () => {
   }
   for (const [name, { result, profile }] of Object.entries(profiles)) {
     lines.push("")
-    lines.push(`profile ${name} (under --cpu-prof: ${fmt(result.rps)} req/s; busy ${fmt(profile.busyMs)} ms of ${fmt(profile.totalMs)} ms${profile.windowed ? " of the measured run" : " INCLUDING start-up and warm-up"}; ${path.relative(ROOT, profile.file)})`)
+    lines.push(`profile ${name} (under --cpu-prof: ${fmt(result.rps)} req/s; ${fmt(profile.busyMs)} ms sampled busy (${profile.intervalUs} µs samples) in ${fmt(profile.wallMs)} ms${profile.windowed ? " of the measured run" : " INCLUDING start-up and warm-up"}; ${path.relative(ROOT, profile.file)})`)
     lines.push(table(["self ms", "% busy", "function"], profile.topSelf.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }))
     lines.push("  self time by package:")
     lines.push(table(["self ms", "% busy", "package"], profile.byPackage.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }).replace(/^/gm, "  "))

@@ -8,6 +8,8 @@ import { ClaimsApi } from "./Claims/Api.js"
 import { TagsApi } from "./Tags/Api.js"
 import { ShareTokensApi } from "./ShareTokens/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
+import { CensusApi, DerivedListsPublicApi } from "./Census/Api.js"
+import { BrandApi } from "./Brand/Api.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
@@ -22,6 +24,9 @@ export class Api extends HttpApi.make("attestd")
   .add(TagsApi)
   .add(ShareTokensApi)
   .add(WebhooksApi)
+  .add(CensusApi)
+  .add(DerivedListsPublicApi)
+  .add(BrandApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

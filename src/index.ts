@@ -1,2 +1,3 @@
 /** The attestd package: client-side helpers shipped with the service. */
 export { verifyWebhook, type VerifiedWebhook, type WebhookVerification } from "./Client/Webhooks.js"
+export { deriveValues } from "./Client/DerivedLists.js"

@@ -31,6 +31,10 @@ import { TagRepo } from "./Tags/Repo.js"
 import { WebhooksLive } from "./Webhooks/Http.js"
 import { WebhookRepo } from "./Webhooks/Repo.js"
 import { WebhookDispatcher } from "./Webhooks/Dispatcher.js"
+import { CensusLive, DerivedListsPublicLive } from "./Census/Http.js"
+import { CensusRepo } from "./Census/Repo.js"
+import { BrandLive } from "./Brand/Http.js"
+import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
 import { layerHttp as CalendarHttp, type OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
@@ -82,7 +86,7 @@ export const ServicesLive = (config: AppConfigShape) =>
   ).pipe(
     Layer.provideMerge(AnchorProofs.Default),
     Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default)),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default, CensusRepo.Default, BrandRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(CalendarLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
@@ -96,7 +100,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )

@@ -3,6 +3,7 @@
 // hashes) and drive every scenario against it.
 import * as path from "node:path"
 import {
+  attestationStats,
   BENCH_DIR,
   createApiKey,
   createPgDatabase,
@@ -53,6 +54,7 @@ export const SCENARIOS = {
     server: "attestd",
     baseline: "bare-post",
     target: 0.25,
+    batchStats: true,
     describe: "POST /v1/attest, fresh random hash each request",
     request: ({ key }) => ({
       method: "POST",
@@ -98,6 +100,7 @@ export const ATTESTD_SCENARIOS = Object.keys(SCENARIOS).filter((s) => SCENARIOS[
 const runScenario = async ({ server, label, scenario, ctx, load, postgres = false, log }) => {
   const spec = SCENARIOS[scenario]
   log(`  ${label} ${scenario}: ${spec.describe} …`)
+  const statsBefore = spec.batchStats ? await attestationStats(server).catch(() => undefined) : undefined
   const result = await runLoad({
     ...load,
     url: server.url,
@@ -106,8 +109,18 @@ const runScenario = async ({ server, label, scenario, ctx, load, postgres = fals
     postgres,
     title: `${label} ${scenario}`
   })
+  if (statsBefore) {
+    const after = await attestationStats(server).catch(() => undefined)
+    if (after) {
+      // includes the warm-up's requests: a mean over the whole scenario
+      const rows = after.rows - statsBefore.rows
+      const batches = after.batches - statsBefore.batches
+      result.groupCommit = { rows, batches, meanBatch: batches > 0 ? rows / batches : undefined }
+    }
+  }
   const flag = result.non2xx > 0 || result.errors > 0 ? `  <-- ${result.non2xx} non-2xx, ${result.errors} errors!` : ""
-  log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms${flag}`)
+  const gc = result.groupCommit?.meanBatch ? `, group commit ${result.groupCommit.meanBatch.toFixed(1)} hashes/transaction` : ""
+  log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req${gc}${flag}`)
   return { server: label, db: server.db ?? null, scenario, describe: spec.describe, baseline: spec.baseline ?? null, target: spec.target ?? null, ...result }
 }
 

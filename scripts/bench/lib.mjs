@@ -66,7 +66,9 @@ export const freePort = () =>
 
 const children = new Set()
 
-/** Kills (SIGKILL) every child this module started that is still running; for crash paths. */
+const tempDirs = new Set()
+
+/** Kills (SIGKILL) every child this module started that is still running, and removes their temp data dirs; for crash paths. */
 export const killAllChildren = () => {
   for (const child of children) {
     if (child.exitCode === null && child.signalCode === null) {
@@ -75,6 +77,8 @@ export const killAllChildren = () => {
       } catch {}
     }
   }
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true })
+  tempDirs.clear()
 }
 
 const tail = (file, lines = 30) => {
@@ -183,6 +187,7 @@ export const attestdEnv = ({ databaseUrl, dataDir, port, extra = {} }) => ({
 export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, serveArgs = [], env = {}, nodeArgs = [] }) => {
   const port = await freePort()
   const dir = dataDir ?? mkdtempSync(path.join(os.tmpdir(), "attestd-bench-"))
+  if (!dataDir) tempDirs.add(dir)
   const profArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
   if (profileDir) mkdirSync(profileDir, { recursive: true })
   const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: env })
@@ -204,7 +209,10 @@ export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, ser
     /** Stops the server (SIGINT, so --cpu-prof writes its profile) and removes a data dir we created. */
     stop: async () => {
       await proc.stop("SIGINT")
-      if (!dataDir) rmSync(dir, { recursive: true, force: true })
+      if (!dataDir) {
+        rmSync(dir, { recursive: true, force: true })
+        tempDirs.delete(dir)
+      }
     }
   }
 }
@@ -283,6 +291,32 @@ export const dropPgDatabase = async (name) => {
 /** Drops every database createPgDatabase made that is still there (crash and signal paths). */
 export const dropCreatedDatabases = async () => {
   for (const name of [...createdDatabases]) await dropPgDatabase(name).catch(() => {})
+}
+
+/**
+ * Attestation counts straight from the server's database: rows, and distinct
+ * registered_at values (the Attestor stamps one per group-commit transaction,
+ * so rows / batches is the mean group-commit batch size).
+ */
+export const attestationStats = async (server) => {
+  const q = "SELECT COUNT(*) AS n, COUNT(DISTINCT registered_at) AS batches FROM attestations"
+  if (server.db === "pg") {
+    const client = await pgClient(server.env.DATABASE_URL)
+    try {
+      const { rows } = await client.query(q)
+      return { rows: Number(rows[0].n), batches: Number(rows[0].batches) }
+    } finally {
+      await client.end()
+    }
+  }
+  const { default: Database } = await import("better-sqlite3")
+  const db = new Database(path.join(server.dataDir, "attestd.db"), { readonly: true, fileMustExist: true })
+  try {
+    const row = db.prepare(q).get()
+    return { rows: Number(row.n), batches: Number(row.batches) }
+  } finally {
+    db.close()
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -483,12 +517,21 @@ export const summarizeProfile = (file, { top = 25, window } = {}) => {
     for (let i = 0; i < samples.length; i++) if (inWindow(t += deltas[i] ?? 0)) hits++
     if (hits === 0) windowed = false
   }
+  // Every sample weighs one sampling interval (the median gap). V8 samples on the wall clock, so
+  // the gap before a sample taken after the process was descheduled (common on a shared 2-core
+  // box, typically right after writev wakes the load generator) is waiting, not CPU: weighing
+  // by gap would charge it to whatever ran next.
+  const sorted = deltas.filter((d) => d > 0).sort((a, b) => a - b)
+  const intervalUs = sorted.length > 0 ? sorted[Math.floor(sorted.length / 2)] : 1000
   let t = prof.startTime
+  let wallStart
+  let wallEnd
   for (let i = 0; i < samples.length; i++) {
     t += deltas[i] ?? 0
     if (windowed && !inWindow(t)) continue
-    const dt = deltas[i + 1] ?? deltas[i] ?? 0
-    selfUs.set(samples[i], (selfUs.get(samples[i]) ?? 0) + Math.max(0, dt))
+    wallStart ??= t
+    wallEnd = t
+    selfUs.set(samples[i], (selfUs.get(samples[i]) ?? 0) + intervalUs)
   }
   const totalUs = [...selfUs.values()].reduce((a, b) => a + b, 0)
   const keyOf = (n) => {
@@ -531,6 +574,8 @@ export const summarizeProfile = (file, { top = 25, window } = {}) => {
   return {
     file,
     windowed,
+    intervalUs,
+    wallMs: wallEnd !== undefined ? (wallEnd - wallStart) / 1000 : 0,
     totalMs: totalUs / 1000,
     idleMs: idleUs / 1000,
     busyMs: busyUs / 1000,

@@ -41,7 +41,7 @@ export interface ApiKey {
 }
 
 export const hasScope = (key: Pick<ApiKey, "scopes">, scope: Scope): boolean =>
-  key.scopes === null || key.scopes.length === 0 ||
+  key.scopes === null ||
   key.scopes.some((s) => s === scope || (IMPLIED[s]?.includes(scope) ?? false))
 
 export const hashSecret = (secret: string): string => createHash("sha256").update(secret, "utf8").digest("hex")

@@ -19,7 +19,9 @@ export const parseMicros = (s: string): bigint | undefined => {
   if (!m) return undefined
   const secs = Date.parse(`${m[1]}Z`)
   if (Number.isNaN(secs)) return undefined
-  return BigInt(secs) * 1000n + BigInt(m[2]!)
+  const micros = BigInt(secs) * 1000n + BigInt(m[2]!)
+  // Date.parse rolls impossible dates over (Feb 30 → Mar 1); only canonical input round-trips.
+  return formatMicros(micros) === s ? micros : undefined
 }
 
 /** `YYYY-MM` of a UTC instant. */

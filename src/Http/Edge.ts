@@ -4,6 +4,7 @@
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
 import { Headers, HttpApi, HttpApiBuilder, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
@@ -93,7 +94,7 @@ export const failureResponse = (
       if (HttpServerError.isServerError(d) && d._tag === "RequestError") {
         return errorResponse(
           isBodyTooLarge(d)
-            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${MAX_BODY_BYTES} bytes` })
+            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${MAX_BODY_BYTES} bytes`, details: { limit_bytes: MAX_BODY_BYTES } })
             : new Errors.ValidationError({ message: "request body is not valid JSON", details: [{ path: [], message: "invalid JSON" }] })
         )
       }
@@ -131,6 +132,23 @@ const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: str
     url,
     ...(jsonBody ? { headers: Headers.set(request.headers, "content-type", "application/json") } : {})
   })
+}
+
+/**
+ * A chunked body over the limit makes the platform's reader destroy the
+ * request stream, which would kill the socket before the 413 is written. For
+ * bodies without Content-Length the rest of the body is drained instead, and
+ * the 413 goes out with Connection: close.
+ */
+const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest) => {
+  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+  const destroy = incoming.destroy.bind(incoming)
+  incoming.destroy = ((error?: Error) => {
+    if (incoming.complete) return destroy(error)
+    incoming.removeAllListeners("data")
+    incoming.resume()
+    return incoming
+  }) as typeof incoming.destroy
 }
 
 /** The server-level middleware given to HttpApiBuilder.serve. */
@@ -177,6 +195,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
         ))
       }
     }
+    if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
     // The inner app writes the response itself; headers go on through a pre-response handler.
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
     return yield* app.pipe(

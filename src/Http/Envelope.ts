@@ -60,6 +60,10 @@ export const errorResponse = (e: Errors.ApiError): HttpServerResponse.HttpServer
     headers["retry-after"] = String(e.rateLimit.retryAfter)
   } else if (e._tag === "QuotaExceeded") {
     headers["retry-after"] = String(e.retryAfter)
+  } else if (e._tag === "PayloadTooLarge") {
+    headers["connection"] = "close"
+  } else if (e._tag === "MethodNotAllowed") {
+    headers["allow"] = ((e.details as { allowed?: ReadonlyArray<string> } | undefined)?.allowed ?? []).join(", ")
   }
   return HttpServerResponse.unsafeJson(
     { error: true, code, message: e.message, details: e.details ?? null },

@@ -7,8 +7,7 @@ export const Assurance = Schema.Struct({
   identifier: Schema.Literal("service-public-assurance-v1"),
   t1_cms_pki_checks: Schema.Literal("NOT_PERFORMED"),
   t2_bitcoin_checks: Schema.Literal("NOT_PERFORMED"),
-  qualification: Schema.Literal("UNVERIFIED"),
-  statement: Schema.String
+  qualification: Schema.Literal("UNVERIFIED")
 })
 
 export const InfoResponse = Schema.Struct({
@@ -21,7 +20,8 @@ export const InfoResponse = Schema.Struct({
   signing_key_ids: Schema.Array(Schema.String),
   current_signing_key_id: Schema.String,
   tiers: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  assurance: Assurance
+  assurance: Assurance,
+  assurance_notice: Schema.String
 }).annotations({ identifier: "InfoResponse" })
 
 export const HealthResponse = Schema.Struct({

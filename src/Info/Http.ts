@@ -16,10 +16,11 @@ export const ASSURANCE = {
   identifier: "service-public-assurance-v1",
   t1_cms_pki_checks: "NOT_PERFORMED",
   t2_bitcoin_checks: "NOT_PERFORMED",
-  qualification: "UNVERIFIED",
-  statement:
-    "Tier status recorded by this service is not a verification result. The service performs no live CMS/PKI checks of T1 tokens for you and no Bitcoin checks of T2 proofs; verify the evidence independently."
+  qualification: "UNVERIFIED"
 } as const
+
+export const ASSURANCE_NOTICE =
+    "Tier status recorded by this service is not a verification result. The service performs no live CMS/PKI checks of T1 tokens for you and no Bitcoin checks of T2 proofs; verify the evidence independently."
 
 export const FEATURES = [
   "t0_signatures",
@@ -35,7 +36,11 @@ export const FEATURES = [
   "client_encrypted_extra_data",
   "tags",
   "share_tokens",
-  "webhooks"
+  "webhooks",
+  "inventory_scan",
+  "inventory_stats",
+  "derived_lists",
+  "brands"
 ] as const
 
 export class SigningKeys extends Effect.Service<SigningKeys>()("Info/SigningKeys", {
@@ -69,7 +74,8 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           signing_key_ids: jwks.map((k) => k.kid),
           current_signing_key_id: signer.currentKid,
           tiers: health.tiers(),
-          assurance: ASSURANCE
+          assurance: ASSURANCE,
+          assurance_notice: ASSURANCE_NOTICE
         })))
       .handle("healthz", () =>
         Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, checks: { timeout: "unhealthy" } }))), ({ ok, checks }) =>

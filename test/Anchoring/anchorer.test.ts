@@ -37,6 +37,7 @@ import {
   proofLength,
   randomHash,
   rootFromProof,
+  sleep,
   WIRE_TIME
 } from "../helpers/anchoring.js"
 
@@ -248,7 +249,10 @@ for (const dialect of await dialects()) {
       expect(theirs.hashOp).toBe("sha256")
       expect(theirs.fileDigest).toBe(a.hashHex)
       expect(theirs.reserialized).toBe(bytes.toString("hex"))
-      expect(theirs.complete).toBe(true)
+      expect(theirs.complete, "the .ots of a T2 attestation must carry a Bitcoin attestation").toBe(true)
+      // the path passes through the batch root and the daily root (the 32 bytes each calendar received)
+      expect(theirs.messages).toContain(t1.merkleRoot)
+      expect(theirs.messages).toContain(t2.dailyRoot)
       const btc = theirs.attestations.filter((x) => x.kind === "bitcoin")
       expect(btc).toEqual([{ kind: "bitcoin", height: expected.height, msg: expected.merkleRoot }])
       expect(theirs.attestations.filter((x) => x.kind === "pending").map((x) => x.uri).sort()).toEqual([...expected.pendingUris].sort())
@@ -605,6 +609,44 @@ for (const dialect of await dialects()) {
         expect(a.level).toBe("T2")
         expect(a.t2Block).toBe(block.height)
       }
+      await invariants(ctx)
+    })
+
+    it("race: an upgrade pass resubmitting a day whose first submission is still in flight; the late answer must not undo the confirmed proof", async () => {
+      const ctx = await setup()
+      const { run } = ctx
+      const [a0] = await run(attest(1))
+      await run(seal)
+      calB.setDown(true)
+      calA.setSlow(1_500) // the anchorer's submission to A is answered 1.5 s later
+      const subsA = calA.submissions
+      const started = Date.now()
+      let settled = false
+      const inFlight = run(anchor).finally(() => {
+        settled = true
+      })
+      await poll("the daily root to be created", () =>
+        run(Effect.orDie(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM daily_roots`)))
+          .then((rows) => Number(rows[0]?.n) === 1), 5_000, 10)
+      await sleep(250) // the anchorer's request has reached A and is being held
+      calA.setSlow(0)
+      // The upgrader (its own loop, or another instance) sees A still "unsubmitted" and submits again; a block confirms that one.
+      expect(await run(upgrade)).toEqual({ open: 1, confirmed: 0 })
+      const block = calA.mine()
+      expect(await run(upgrade)).toEqual({ open: 1, confirmed: 1 })
+      const [t2] = await run(reload([a0!.id]))
+      expect(t2!.level).toBe("T2")
+      // Now the anchorer's first submission is answered and recorded.
+      expect(settled).toBe(false)
+      const out = anchored(await inFlight)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_400)
+      expect(calA.submissions).toBe(subsA + 2) // the day was submitted twice to A
+      expect((await run(dayOf(out.dailyRootId))).status).toBe("confirmed")
+      // The served proof of a T2 attestation must still reach its block ...
+      await checkT2Evidence(ctx, t2!, { dailyRoot: (await run(dayOf(out.dailyRootId))).root, height: block.height, merkleRoot: block.merkleRoot, pendingUris: [calA.url] })
+      // ... and the stored submission must stay the confirmed one.
+      const subA = (await run(submissionsOf(out.dailyRootId))).find((s) => s.calendarUrl === calA.url)!
+      expect(subA.status).toBe("confirmed")
       await invariants(ctx)
     })
 

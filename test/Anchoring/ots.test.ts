@@ -54,8 +54,13 @@ const levelReached = (base: string, id: string, level: "T1" | "T2") => async () 
 }
 
 /** The .ots checks shared by both calendar kinds. */
-const checkOtsFile = (bytes: Uint8Array, hashHex: string, expected: { height: number; merkleRoot: string; pendingUri: string }) => {
+const checkOtsFile = (
+  bytes: Uint8Array,
+  hashHex: string,
+  expected: { height: number; merkleRoot: string; pendingUri: string; dailyRoot: string }
+) => {
   const theirs = parseOts(bytes)
+  expect(theirs.messages).toContain(expected.dailyRoot)
   expect(theirs.hashOp).toBe("sha256")
   expect(theirs.fileDigest).toBe(hashHex)
   expect(theirs.reserialized).toBe(bytesToHex(bytes))
@@ -160,7 +165,7 @@ for (const dialect of await dialects()) {
 
           const proof = await proofOf(server.url, item.id)
           expect(proof.status).toBe(200)
-          checkOtsFile(proof.bytes, item.hash_hex, { height: block.height, merkleRoot: header!.merkleRoot, pendingUri: cal.url })
+          checkOtsFile(proof.bytes, item.hash_hex, { height: block.height, merkleRoot: header!.merkleRoot, pendingUri: cal.url, dailyRoot })
 
           const evidence = (await client(server.url).get(`/v1/attestation/${item.id}/evidence`)).body
           expect(evidence.level).toBe("T2")
@@ -173,6 +178,9 @@ for (const dialect of await dialects()) {
           expect("simulated" in evidence.t2).toBe(false)
         }
 
+        const stats = (await client(server.url).get("/v1/stats")).body
+        expect(stats.daily_roots).toBe(1)
+        expect(stats.by_level).toMatchObject({ T0: 0, T1: 0, T2: 3 })
         const info = (await client(server.url).get("/v1/info")).body
         expect(info.features).toContain("t2_opentimestamps")
         expect(info.features).not.toContain("t2_simulated_calendar")
@@ -269,7 +277,12 @@ for (const dialect of await dialects()) {
         const proof = await proofOf(server.url, id)
         expect(proof.status).toBe(200)
         expect(proof.headers.get("content-type")).toBe(OTS_TYPE)
-        checkOtsFile(proof.bytes, hash, { height: s.t2_bitcoin_block!, merkleRoot: header!.merkleRoot, pendingUri: SIMULATED_CALENDAR_URL })
+        checkOtsFile(proof.bytes, hash, {
+          height: s.t2_bitcoin_block!,
+          merkleRoot: header!.merkleRoot,
+          pendingUri: SIMULATED_CALENDAR_URL,
+          dailyRoot: ots.daily_root
+        })
 
         const evidence = (await client(server.url).get(`/v1/attestation/${id}/evidence`)).body
         expect(evidence.level).toBe("T2")

@@ -133,5 +133,12 @@ describe.skipIf(!hasPg)(`${INSTANCES} instances sealing one Postgres database`, 
     }
 
     await Promise.all(procs.map((p) => p.kill("SIGTERM")))
+    const sealedBy = procs.map((p) => (p.output().match(/sealed batch/g) ?? []).length)
+    const aborted = procs.map((p) => (p.output().match(/sealing aborted/g) ?? []).length)
+    console.log(
+      `[multi] ${snap.attestations} attestations, ${snap.batches} batches; sealed per instance ${sealedBy.join("/")}, ` +
+        `aborted seals per instance ${aborted.join("/")}`
+    )
+    expect(sealedBy.reduce((a, b) => a + b, 0)).toBe(snap.batches)
   }, 90_000)
 })

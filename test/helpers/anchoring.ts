@@ -109,6 +109,8 @@ export interface ParsedOts {
   readonly fileDigest: string
   readonly complete: boolean
   readonly attestations: ReadonlyArray<ReplayedAttestation>
+  /** Every message on the way (hex), in walk order, starting with the file digest. */
+  readonly messages: ReadonlyArray<string>
   /** Byte-identical re-serialization by the package. */
   readonly reserialized: string
 }
@@ -123,9 +125,11 @@ const hexOf = (a: ArrayLike<number>): string => Buffer.from(Uint8Array.from(a)).
 export const parseOts = (bytes: Uint8Array): ParsedOts => {
   const file = OpenTimestamps.DetachedTimestampFile.deserialize(Array.from(bytes))
   const out: Array<ReplayedAttestation> = []
+  const messages: Array<string> = []
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const visit = (ts: any, msg: Array<number>): void => {
     if (hexOf(ts.msg) !== hexOf(msg)) throw new Error(`package message ${hexOf(ts.msg)} != replayed ${hexOf(msg)}`)
+    messages.push(hexOf(msg))
     for (const a of ts.attestations) {
       if (a instanceof OpenTimestamps.Notary.BitcoinBlockHeaderAttestation) out.push({ kind: "bitcoin", height: a.height, msg: hexOf(msg) })
       else if (a instanceof OpenTimestamps.Notary.PendingAttestation) out.push({ kind: "pending", uri: a.uri, msg: hexOf(msg) })
@@ -141,6 +145,7 @@ export const parseOts = (bytes: Uint8Array): ParsedOts => {
     fileDigest: hexOf(digest),
     complete: file.timestamp.isTimestampComplete(),
     attestations: out,
+    messages,
     reserialized: hexOf(file.serializeToBytes())
   }
 }

@@ -125,7 +125,7 @@ export const startServe = async (e: ServeEnv, readyTimeoutMs = 30_000): Promise<
     for (const line of chunk.toString("utf8").split("\n")) {
       if (line.length === 0) continue
       lines.push(line)
-      if (lines.length > 400) lines.shift()
+      if (lines.length > 5000) lines.shift()
     }
   }
   child.stdout!.on("data", collect)

@@ -4,11 +4,13 @@ import sealing from "./0002_sealing.js"
 import anchoring from "./0003_anchoring.js"
 import claims from "./0004_claims.js"
 import webhooks from "./0005_webhooks.js"
+import organizations from "./0006_organizations.js"
 
 export const migrations = {
   "0001_foundation": foundation,
   "0002_sealing": sealing,
   "0003_anchoring": anchoring,
   "0004_claims": claims,
-  "0005_webhooks": webhooks
+  "0005_webhooks": webhooks,
+  "0006_organizations": organizations
 }

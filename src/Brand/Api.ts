@@ -1,0 +1,16 @@
+/** HTTP contract of white-label brands (public). */
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { NotFoundEnvelope } from "../Http/Envelope.js"
+import { Brand } from "./Domain.js"
+
+export class BrandApi extends HttpApiGroup.make("brand")
+  .add(
+    HttpApiEndpoint.get("brand", "/brand/:slug")
+      .setPath(Schema.Struct({ slug: Schema.String }))
+      .addSuccess(Brand)
+      .annotate(OpenApi.Summary, "Brand configuration by slug (public); set with `attestd brand set SLUG --file brand.json`")
+  )
+  .addError(NotFoundEnvelope)
+  .annotate(OpenApi.Title, "Brand")
+{}

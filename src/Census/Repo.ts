@@ -1,0 +1,145 @@
+/**
+ * Set-based organisation queries: a scan joins the suspect hashes (one JSON
+ * parameter expanded in SQL) with the org's live claims; stats are one round
+ * trip; derived lists keep only HMAC values, never a way back to the hashes.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+
+export interface DerivedList {
+  readonly id: string
+  readonly apiKeyId: string
+  readonly orgId: string
+  readonly label: string | null
+  readonly keyHash: string
+  readonly itemCount: number
+  readonly signingKeyId: string
+  readonly signature: string
+  readonly signedPayloadSha256: string
+  readonly createdAt: string
+  readonly expiresAt: string
+  readonly revokedAt: string | null
+}
+
+const toList = (r: any): DerivedList => ({
+  id: r.id,
+  apiKeyId: r.api_key_id,
+  orgId: r.org_id,
+  label: r.label,
+  keyHash: r.key_hash,
+  itemCount: Number(r.item_count),
+  signingKeyId: r.signing_key_id,
+  signature: r.signature,
+  signedPayloadSha256: r.signed_payload_sha256,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+  revokedAt: r.revoked_at
+})
+
+export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    const jsonSet = (values: ReadonlyArray<string>) =>
+      isPg
+        ? sql`(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
+        : sql`(SELECT value FROM json_each(${JSON.stringify(values)}))`
+
+    const scan = (orgId: string, hashes: ReadonlyArray<string>) =>
+      sql<{ hash_hex: string; first_seen: string; source: string | null }>`
+        SELECT a.hash_hex, MIN(c.created_at) AS first_seen,
+          (SELECT c2.source FROM claims c2 WHERE c2.attestation_seq = a.seq AND c2.org_id = ${orgId}
+             AND c2.deleted_at IS NULL ORDER BY c2.created_at, c2.id LIMIT 1) AS source
+        FROM attestations a
+        JOIN claims c ON c.attestation_seq = a.seq AND c.org_id = ${orgId} AND c.deleted_at IS NULL
+        WHERE a.hash_hex IN ${jsonSet(hashes)}
+        GROUP BY a.seq, a.hash_hex
+        ORDER BY a.hash_hex`
+
+    const stats = (orgId: string) =>
+      Effect.map(
+        sql<{ kind: string; month: string | null; n: number | string; uniq: number | string | null; first: string | null; last: string | null }>`
+          SELECT 'total' AS kind, NULL AS month, COUNT(*) AS n, COUNT(DISTINCT attestation_seq) AS uniq,
+            MIN(created_at) AS first, MAX(created_at) AS last
+          FROM claims WHERE org_id = ${orgId} AND deleted_at IS NULL
+          UNION ALL
+          SELECT 'month' AS kind, substr(created_at, 1, 7) AS month, COUNT(*) AS n, NULL, NULL, NULL
+          FROM claims WHERE org_id = ${orgId} AND deleted_at IS NULL
+          GROUP BY substr(created_at, 1, 7)`,
+        (rows) => {
+          const total = rows.find((r) => r.kind === "total")
+          const byMonth: Record<string, number> = {}
+          for (const r of rows) if (r.kind === "month" && r.month) byMonth[r.month] = Number(r.n)
+          return {
+            totalClaims: Number(total?.n ?? 0),
+            uniqueHashes: Number(total?.uniq ?? 0),
+            firstClaim: total?.first ?? null,
+            lastClaim: total?.last ?? null,
+            claimsByMonth: Object.fromEntries(Object.entries(byMonth).sort(([a], [b]) => (a < b ? -1 : 1)))
+          }
+        }
+      )
+
+    /** Hashes of the org's live claims whose tags match every condition (within one claim). */
+    const hashesByTags = (orgId: string, conditions: ReadonlyArray<{ readonly key: string; readonly value: string }>, limit: number) => {
+      const [first, ...rest] = conditions
+      const joins = rest.map((c, i) => {
+        const t = sql(`t${i + 1}`)
+        return sql`JOIN tags ${t} ON ${t}.claim_id = t0.claim_id AND ${t}.key = ${c.key} AND ${t}.value = ${c.value}`
+      })
+      return Effect.map(
+        sql<{ hash_hex: string }>`SELECT DISTINCT a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
+          JOIN claims c ON c.id = t0.claim_id AND c.org_id = ${orgId} AND c.deleted_at IS NULL
+          JOIN attestations a ON a.seq = t0.attestation_seq
+          WHERE t0.key = ${first!.key} AND t0.value = ${first!.value}
+          LIMIT ${limit}`,
+        (rows) => rows.map((r) => r.hash_hex)
+      )
+    }
+
+    const createList = (list: Omit<DerivedList, "revokedAt">, values: ReadonlyArray<string>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO derived_lists (id, api_key_id, org_id, label, key_hash, item_count, signing_key_id, signature,
+            signed_payload_sha256, created_at, expires_at)
+          VALUES (${list.id}, ${list.apiKeyId}, ${list.orgId}, ${list.label}, ${list.keyHash}, ${list.itemCount},
+            ${list.signingKeyId}, ${list.signature}, ${list.signedPayloadSha256}, ${list.createdAt}, ${list.expiresAt})`
+        for (let i = 0; i < values.length; i += 2000) {
+          const part = values.slice(i, i + 2000).map((value) => ({ list_id: list.id, value }))
+          yield* sql`INSERT INTO derived_values ${sql.insert(part)} ON CONFLICT (list_id, value) DO NOTHING`
+        }
+      }))
+
+    const listById = (id: string) =>
+      Effect.map(sql`SELECT * FROM derived_lists WHERE id = ${id}`, (rows) => (rows[0] ? toList(rows[0]) : undefined))
+
+    const listsOfOrg = (orgId: string) =>
+      Effect.map(sql`SELECT * FROM derived_lists WHERE org_id = ${orgId} ORDER BY created_at DESC, id`, (rows) => rows.map(toList))
+
+    const revokeList = (id: string, now: string) =>
+      sql`UPDATE derived_lists SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`
+
+    const countMatches = (listId: string, values: ReadonlyArray<string>) =>
+      Effect.map(
+        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM derived_values WHERE list_id = ${listId} AND value IN ${jsonSet(values)}`,
+        (rows) => Number(rows[0]?.n ?? 0)
+      )
+
+    const logAccess = (listId: string, e: { at: string; clientIp: string; outcome: string; matched: number | null; total: number | null }) =>
+      sql`INSERT INTO derived_list_access (list_id, at, client_ip, outcome, matched, total)
+        VALUES (${listId}, ${e.at}, ${e.clientIp}, ${e.outcome}, ${e.matched}, ${e.total})`
+
+    const accessLog = (listId: string) =>
+      Effect.map(
+        sql<any>`SELECT at, client_ip, outcome, matched, total FROM derived_list_access WHERE list_id = ${listId} ORDER BY id`,
+        (rows) => rows.map((r) => ({
+          at: r.at as string,
+          client_ip: r.client_ip as string,
+          outcome: r.outcome as string,
+          matched: r.matched === null ? null : Number(r.matched),
+          total: r.total === null ? null : Number(r.total)
+        }))
+      )
+
+    return { scan, stats, hashesByTags, createList, listById, listsOfOrg, revokeList, countMatches, logAccess, accessLog }
+  })
+}) {}

@@ -43,6 +43,7 @@ import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
 import { readFileSync } from "node:fs"
+import { parseTrustAnchors } from "./Platform/Tsa/Rfc3161.js"
 import { Option } from "effect"
 
 export interface ServeOptions {
@@ -60,10 +61,15 @@ export const DatabaseLive = (config: AppConfigShape, options: { readonly migrate
 /** The TSA: the configured RFC 3161 servers, or the embedded demo TSA. */
 export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>
   config.tsaUrls.length > 0
-    ? TsaHttp({
-      urls: config.tsaUrls,
-      trustAnchorsPem: Option.getOrUndefined(Option.map(config.tsaCaFile, (f) => readFileSync(f, "utf8")))
-    })
+    ? Layer.unwrapEffect(Effect.try({
+      try: () => {
+        const pem = Option.getOrUndefined(Option.map(config.tsaCaFile, (f) => readFileSync(f, "utf8")))
+        if (pem !== undefined) parseTrustAnchors(pem) // refuse to start on unusable anchors
+        return TsaHttp({ urls: config.tsaUrls, trustAnchorsPem: pem })
+      },
+      catch: (e) =>
+        new Error(`ATTESTD_TSA_CA_FILE ${Option.getOrElse(config.tsaCaFile, () => "")}: ${e instanceof Error ? e.message : String(e)}`)
+    })).pipe(Layer.orDie)
     : Layer.orDie(TsaDemo(config.dataDir))
 
 /** The OpenTimestamps calendars: the configured ones, or the embedded simulated calendar. */
@@ -79,14 +85,13 @@ export const ServicesLive = (config: AppConfigShape) =>
     Evidence.Default,
     Authenticator.Default,
     Quota.Default,
-    SigningKeys.Default,
     Sealer.Default,
     Anchorer.Default,
     WebhookDispatcher.Default
   ).pipe(
     Layer.provideMerge(AnchorProofs.Default),
     Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default, CensusRepo.Default, BrandRepo.Default)),
+    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default, CensusRepo.Default, BrandRepo.Default, SigningKeys.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(CalendarLive(config)),
     Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)

@@ -199,7 +199,16 @@ export const EvidenceT0 = Schema.Struct({
   algorithm: Schema.Literal("ECDSA-P256-SHA256"),
   publicKeyId: Schema.String,
   registeredAt: Timestamp,
-  formatVersion: Schema.String
+  formatVersion: Schema.String,
+  publicKey: Schema.optional(Schema.Struct({
+    kty: Schema.Literal("EC"),
+    crv: Schema.Literal("P-256"),
+    alg: Schema.Literal("ES256"),
+    kid: Schema.String,
+    x: Schema.String,
+    y: Schema.String,
+    use: Schema.optional(Schema.Literal("sig"))
+  }).annotations({ description: "The signing key as JWK, for offline verification; check its kid against GET /v1/keys" }))
 })
 
 export const EvidenceT1 = Schema.Struct({

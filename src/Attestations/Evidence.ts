@@ -7,6 +7,7 @@ import { T0_ALGORITHM } from "../Domain/T0.js"
 import { SealingRepo } from "../Sealing/Repo.js"
 import { AnchorProofs } from "../Anchoring/Proofs.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
+import { SigningKeys } from "../Info/Http.js"
 import type { Attestation } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
@@ -22,6 +23,7 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
     const sealing = yield* SealingRepo
     const anchors = yield* AnchorProofs
     const calendar = yield* OtsCalendar
+    const keys = yield* SigningKeys
 
     const t1Evidence = (a: Attestation) =>
       Effect.gen(function*() {
@@ -55,11 +57,13 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
             ...(calendar.simulated ? { simulated: true } : {})
           }
           : undefined
+        // The key itself rides along so the bundle verifies offline; compare its kid with GET /v1/keys.
+        const publicKey = (yield* keys.active).find((k) => k.kid === a.signingKeyId)
         return {
           id: a.id,
           hash_hex: a.hashHex as never,
           level: a.level,
-          t0: t0Evidence(a),
+          t0: { ...t0Evidence(a), ...(publicKey ? { publicKey } : {}) },
           ...(t1 ? { t1 } : {}),
           ...(t2 ? { t2 } : {})
         }

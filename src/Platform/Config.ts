@@ -56,7 +56,19 @@ const durationList = (name: string, fallback: string) =>
 const urlList = (name: string) =>
   Config.string(name).pipe(
     Config.withDefault(""),
-    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0))
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)),
+    Config.mapOrFail((urls) => {
+      const bad = urls.filter((u) => {
+        try {
+          return !["http:", "https:"].includes(new URL(u).protocol)
+        } catch {
+          return true
+        }
+      })
+      return bad.length === 0
+        ? Either.right(urls)
+        : Either.left(ConfigError.InvalidData([name], `not an http(s) URL: ${bad.join(", ")}`))
+    })
   )
 
 export interface AppConfigShape {

@@ -235,6 +235,7 @@ for (const dialect of await dialects()) {
       expect(existsSync(root) && existsSync(leaf)).toBe(true)
       const t = await pub.get(`/v1/attestation/${made[0]!.id}/tsa`)
       expect(t.status).toBe(200)
+      expect(t.body.tsa_provider).toMatch(/demo/i)
       expect(t.body.tsa_provider).toMatch(/local/i)
       expect(t.body.tsa_provider).toMatch(/unqualified/i)
       const ossl = await opensslVerify(Buffer.from(t.body.tsa_token, "base64"), t.body.merkle_root, root, leaf)

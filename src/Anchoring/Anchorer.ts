@@ -140,10 +140,12 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
     const upgradeOnce = Effect.gen(function*() {
       const open = yield* Effect.orDie(repo.openRoots)
       let confirmed = 0
+      let degraded = false
       for (const day of open) {
         const subs = yield* Effect.orDie(repo.submissions(day.id))
         if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs)
         const pending = (yield* Effect.orDie(repo.submissions(day.id))).filter((s) => s.timestamp !== null)
+        if (pending.length === 0) degraded = true // no calendar holds this day yet
         const upgrades = yield* Effect.forEach(
           pending,
           (s) =>
@@ -164,7 +166,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
           const [btc] = bitcoinAttestations(u.ts, hexToBytes(day.root))
           if (btc && (!anchor || btc.height < anchor.height)) anchor = { height: btc.height, merkleRoot: bytesToHex(btc.commitment) }
         }
-        calendarStatus = upgrades.every((u) => u !== undefined) ? "ok" : "degraded"
+        if (upgrades.some((u) => u === undefined)) degraded = true
         if (calendar.simulated) yield* forgetLostSimulatedSubmissions(day, upgrades)
         if (anchor) {
           yield* Effect.orDie(repo.confirm(day.id, { ...anchor, at }))
@@ -172,6 +174,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
           yield* Effect.logInfo(`daily root ${day.id} confirmed in Bitcoin block ${anchor.height}${calendar.simulated ? " (simulated)" : ""}`)
         }
       }
+      if (open.length > 0) calendarStatus = degraded ? "degraded" : "ok"
       return { open: open.length, confirmed }
     })
 

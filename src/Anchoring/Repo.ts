@@ -140,11 +140,11 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
     const recordSubmitted = (dailyRootId: number, url: string, timestamp: Uint8Array, now: string) =>
       sql`UPDATE calendar_submissions SET status = 'pending', timestamp = ${Buffer.from(timestamp)},
           attempts = attempts + 1, last_error = NULL, submitted_at = ${now}, updated_at = ${now}
-        WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url}`
+        WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url} AND status = 'unsubmitted'`
 
     const recordFailure = (dailyRootId: number, url: string, error: string, now: string) =>
       sql`UPDATE calendar_submissions SET attempts = attempts + 1, last_error = ${error.slice(0, 500)}, updated_at = ${now}
-        WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url}`
+        WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url} AND status = 'unsubmitted'`
 
     const recordUpgrade = (dailyRootId: number, url: string, timestamp: Uint8Array, complete: boolean, now: string) =>
       sql`UPDATE calendar_submissions SET timestamp = ${Buffer.from(timestamp)},

@@ -44,10 +44,13 @@ import {
 // ---------------------------------------------------------------------------
 // Layers
 
-/** AppLive's service graph, but with the given calendar layer (for a short HTTP timeout). */
+/**
+ * The services the slow-calendar test needs (attest, seal, anchor, upgrade),
+ * wired as in main.ts's ServicesLive but with the given calendar layer (for a
+ * short HTTP timeout). Deliberately minimal so it follows main.ts with little drift.
+ */
 const servicesWithCalendar = (config: AppConfigShape, calendar: Layer.Layer<OtsCalendar>) =>
-  Layer.mergeAll(Attestor.Default, Evidence.Default, Sealer.Default, Anchorer.Default).pipe(
-    Layer.provideMerge(AnchorProofs.Default),
+  Layer.mergeAll(Attestor.Default, Sealer.Default, Anchorer.Default).pipe(
     Layer.provideMerge(HealthChecks.Default),
     Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
@@ -189,7 +192,8 @@ for (const dialect of await dialects()) {
       const layer = calendar === undefined
         ? AppLive(config, { workers: false })
         : servicesWithCalendar(config, calendar(config.otsCalendars))
-      const runtime = ManagedRuntime.make(layer as Layer.Layer<Services>)
+      // The minimal graph lacks Evidence / AnchorProofs: the slow-calendar test does not use them.
+      const runtime = ManagedRuntime.make(layer as unknown as Layer.Layer<Services>)
       const ctx: Ctx = {
         db,
         calA,
@@ -570,7 +574,7 @@ for (const dialect of await dialects()) {
     })
 
     it("a calendar slower than the HTTP timeout stalls no other: the fast one is recorded at once, the slow one fails after the timeout", async () => {
-      const TIMEOUT = 750
+      const TIMEOUT = 1_000
       const ctx = await setup((urls) => layerHttp({ urls, timeoutMs: TIMEOUT }))
       const { run } = ctx
       const atts = await run(attest(2))
@@ -618,7 +622,7 @@ for (const dialect of await dialects()) {
       const [a0] = await run(attest(1))
       await run(seal)
       calB.setDown(true)
-      calA.setSlow(1_500) // the anchorer's submission to A is answered 1.5 s later
+      calA.setSlow(2_500) // the anchorer's submission to A is answered 2.5 s later
       const subsA = calA.submissions
       const started = Date.now()
       let settled = false
@@ -628,7 +632,7 @@ for (const dialect of await dialects()) {
       await poll("the daily root to be created", () =>
         run(Effect.orDie(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM daily_roots`)))
           .then((rows) => Number(rows[0]?.n) === 1), 5_000, 10)
-      await sleep(250) // the anchorer's request has reached A and is being held
+      await sleep(500) // the anchorer's request has reached A and is being held
       calA.setSlow(0)
       // The upgrader (its own loop, or another instance) sees A still "unsubmitted" and submits again; a block confirms that one.
       expect(await run(upgrade)).toEqual({ open: 1, confirmed: 0 })
@@ -639,7 +643,7 @@ for (const dialect of await dialects()) {
       // Now the anchorer's first submission is answered and recorded.
       expect(settled).toBe(false)
       const out = anchored(await inFlight)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(1_400)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2_400)
       expect(calA.submissions).toBe(subsA + 2) // the day was submitted twice to A
       expect((await run(dayOf(out.dailyRootId))).status).toBe("confirmed")
       // The served proof of a T2 attestation must still reach its block ...
@@ -655,7 +659,7 @@ for (const dialect of await dialects()) {
       const { run } = ctx
       await run(attest(1))
       await run(seal)
-      calB.setSlow(1_500)
+      calB.setSlow(2_000)
       const started = Date.now()
       let settled = false
       const pending = run(anchor).finally(() => {
@@ -666,11 +670,10 @@ for (const dialect of await dialects()) {
           sql<{ status: string }>`SELECT status FROM calendar_submissions WHERE calendar_url = ${calA.url}`))).then((rows) =>
           rows[0]?.status === "pending"
         ), 5_000, 10)
-      expect(settled).toBe(false)
-      expect(Date.now() - started).toBeLessThan(1_500)
+      expect(settled).toBe(false) // recorded while the slow one is still being waited for
       const out = anchored(await pending)
       expect(out.submitted).toBe(2)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(1_400)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_900)
       expect((await run(submissionsOf(out.dailyRootId))).map((s) => s.status)).toEqual(["pending", "pending"])
       await invariants(ctx)
     })

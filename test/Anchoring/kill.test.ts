@@ -68,6 +68,7 @@ for (const dialect of await dialects()) {
         if (Math.random() < 0.6) cal.mine()
       }, 250)
       const log = newAckLog()
+      const states: Array<string> = [] // T0/T1/T2, confirmed/all days, unanswered submissions — after each kill
       const started = Date.now()
       try {
         const key = await createKeyCli({ ...base, port: await freePort() }, "attest,batch")
@@ -86,7 +87,8 @@ for (const dialect of await dialects()) {
           expect(exit.signal).toBe("SIGKILL")
           stop = true
           await load
-          await checkAll(db, cal, log.acked, `after kill ${i + 1}`)
+          const snap = await checkAll(db, cal, log.acked, `after kill ${i + 1}`)
+          states.push(`${snap.byLevel.T0}/${snap.byLevel.T1}/${snap.byLevel.T2} days ${snap.confirmedRoots}/${snap.dailyRoots} unsubmitted ${snap.unsubmitted}`)
         }
 
         // Left running with blocks mined: everything reaches T2.
@@ -112,7 +114,7 @@ for (const dialect of await dialects()) {
         console.log(
           `[kill ${dialect}] ${ITERATIONS} kills in ${Date.now() - started} ms: ${final.attestations} attestations, ${final.batches} batches, ` +
             `${final.dailyRoots} daily roots, ${final.attempts} submission attempts, ${cal.submissions} calendar submissions, ` +
-            `${cal.blockHeaders().size} blocks; ${log.failed} failed requests`
+            `${cal.blockHeaders().size} blocks; ${log.failed} failed requests; after each kill: ${states.join(" | ")}`
         )
       } catch (e) {
         if (proc) console.error(`--- last server output ---\n${proc.output()}`)

@@ -96,6 +96,11 @@ for (const dialect of await dialects()) {
         expect(created.status).toBe(200)
         const items = created.body.attestations as Array<{ id: string; hash_hex: string }>
         expect(items.map((i) => i.hash_hex).sort()).toEqual([...hashes].sort())
+        // /ots first, status after: a T0 seen afterwards means it was T0 when /ots answered
+        const early = await client(server.url).get(`/v1/attestation/${items[0]!.id}/ots`)
+        const first = await statusOf(server.url, items[0]!.id)
+        expect(["T0", "T1"]).toContain(first.level)
+        if (first.level === "T0") expectEnvelope(early, 404, "NOT_FOUND")
 
         for (const item of items) await poll(`${item.id} at T1`, levelReached(server.url, item.id, "T1"), 10_000)
         // anchored at the next 1 s boundary; available once the calendar accepted the daily root

@@ -200,6 +200,8 @@ export interface AnchoringSnapshot {
   readonly submissions: number
   /** Sum of calendar_submissions.attempts. */
   readonly attempts: number
+  /** Submissions no calendar has answered yet. */
+  readonly unsubmitted: number
   readonly violations: ReadonlyArray<string>
 }
 
@@ -376,6 +378,7 @@ export const checkAnchoringInvariants = async (
       confirmedRoots: days.filter((d) => d.status === "confirmed").length,
       submissions: subs.length,
       attempts,
+      unsubmitted: subs.filter((x) => x.status === "unsubmitted").length,
       violations
     }
   })

@@ -2,7 +2,12 @@
 /** The `attestd` command line (CONTRACT.md §1). */
 import { Args, Command, Options } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, ConfigProvider, Effect, Layer, Option } from "effect"
+import { Console, ConfigProvider, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { Brand } from "./Brand/Domain.js"
+import { BrandRepo } from "./Brand/Repo.js"
+import { formatMillis } from "./Domain/Time.js"
+import { verifyCommand } from "./Verify/Command.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { parseCidr } from "./Auth/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
@@ -177,8 +182,24 @@ const rotate = Command.make("rotate", {}, () =>
 
 const signingKeys = Command.make("signing-keys").pipe(Command.withSubcommands([rotate]))
 
+const brandSet = Command.make("set", { slug: Args.text({ name: "SLUG" }), file: Options.file("file") }, ({ file, slug }) =>
+  Effect.gen(function*() {
+    const raw = yield* Effect.try({
+      try: () => JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>,
+      catch: (e) => new Error(`cannot read ${file}: ${String(e)}`)
+    })
+    const brand = yield* Schema.decodeUnknown(Brand)({ logo_url: null, ...raw, slug }, { onExcessProperty: "error" }).pipe(
+      Effect.mapError((e) => new Error(`invalid brand: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)),
+      Effect.tapError((e) => Console.error(e.message))
+    )
+    yield* withDatabase(Effect.flatMap(BrandRepo, (repo) => repo.put(brand, formatMillis(Date.now()))).pipe(Effect.provide(BrandRepo.Default)))
+    yield* Console.log(JSON.stringify(brand))
+  })).pipe(Command.withDescription("create or replace a brand configuration from a JSON file"))
+
+const brand = Command.make("brand").pipe(Command.withSubcommands([brandSet]))
+
 const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand])
 )
 
 const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })

@@ -3,7 +3,7 @@
  * DER, Base64. Our signatures are low-S normalised (s <= n/2), so strict verifiers
  * (noble's default, BIP-62 style) and lenient ones (OpenSSL) both accept them.
  */
-import { createPublicKey, verify as nodeVerify, type KeyObject } from "node:crypto"
+import { createHash, createPublicKey, verify as nodeVerify, type KeyObject } from "node:crypto"
 
 export const FORMAT_VERSION = "2.0.0"
 export const T0_ALGORITHM = "ECDSA-P256-SHA256" as const
@@ -58,6 +58,10 @@ export interface PublicJwk {
   readonly y: string
   readonly use?: "sig"
 }
+
+/** RFC 7638 JWK thumbprint (SHA-256, Base64URL): a key id anyone can recompute from the key. */
+export const jwkThumbprint = (x: string, y: string): string =>
+  createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x, y })).digest("base64url")
 
 export const jwkToKeyObject = (jwk: PublicJwk): KeyObject =>
   createPublicKey({ key: { kty: "EC", crv: "P-256", x: jwk.x, y: jwk.y }, format: "jwk" })

@@ -8,7 +8,6 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Layer } from "effect"
 import {
-  createHash,
   createPrivateKey,
   createPublicKey,
   generateKeyPairSync,
@@ -17,7 +16,9 @@ import {
 } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { normalizeLowS, type PublicJwk } from "../Domain/T0.js"
+import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
+
+export { jwkThumbprint }
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "./Config.js"
 
@@ -27,10 +28,6 @@ export interface LoadedKey {
   readonly privateKey: KeyObject
   readonly createdAt: string
 }
-
-/** RFC 7638 JWK thumbprint (SHA-256, Base64URL): a key id anyone can recompute from the key. */
-export const jwkThumbprint = (x: string, y: string): string =>
-  createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x, y })).digest("base64url")
 
 export const publicJwkOf = (key: KeyObject): PublicJwk => {
   const jwk = createPublicKey(key).export({ format: "jwk" }) as { x: string; y: string }

@@ -43,7 +43,7 @@ export const ShareTokensLive = HttpApiBuilder.group(Api, "shareTokens", (handler
             const a = yield* Effect.either(findAttestation(raw))
             const claim = a._tag === "Right" ? yield* Effect.orDie(claims.liveClaim(key.id, a.right.seq)) : undefined
             if (a._tag === "Left" || !claim) missing.push(raw)
-            else ids.push(a.right.id)
+            else if (!ids.includes(a.right.id)) ids.push(a.right.id)
           }
           if (missing.length > 0) {
             return yield* new ValidationError({

@@ -66,8 +66,10 @@ export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("ShareToken
         VALUES (${t.id}, ${t.tokenHash}, ${t.apiKeyId}, ${JSON.stringify(t.attestationIds)}, ${t.recipientLabel},
           ${t.expiresAt}, ${t.maxUses}, ${t.createdAt})`
 
+    /** A token whose creating key is revoked is no token at all. */
     const findByHash = (hash: string) =>
-      Effect.map(sql<Row>`SELECT * FROM share_tokens WHERE token_hash = ${hash}`, (rows) =>
+      Effect.map(sql<Row>`SELECT s.* FROM share_tokens s JOIN api_keys k ON k.id = s.api_key_id
+        WHERE s.token_hash = ${hash} AND k.revoked_at IS NULL`, (rows) =>
         rows[0] ? toShareToken(rows[0]) : undefined)
 
     const findOwned = (apiKeyId: string, id: string) =>

@@ -9,7 +9,7 @@ import { ClaimRepo } from "../Claims/Repo.js"
 import { NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { TAG_QUERY_LIMIT_DEFAULT, TAGS_PER_CLAIM_MAX } from "./Domain.js"
-import { TagRepo, TooManyTags } from "./Repo.js"
+import { ClaimGone, TagRepo, TooManyTags } from "./Repo.js"
 
 const encodeCursor = (after: number) => Buffer.from(`s:${after}`).toString("base64url")
 const decodeCursor = (cursor: string) => {
@@ -41,16 +41,18 @@ export const TagsLive = HttpApiBuilder.group(Api, "tags", (handlers) =>
           }
           const now = formatMillis(yield* Clock.currentTimeMillis)
           const result = yield* tags.upsert(claim, payload.tags, TAGS_PER_CLAIM_MAX, now).pipe(
-            Effect.catchAll((e) =>
-              e instanceof TooManyTags
-                ? Effect.fail(
+            Effect.catchAll((e): Effect.Effect<never, ValidationError | NotFound> => {
+              if (e instanceof TooManyTags) {
+                return Effect.fail(
                   new ValidationError({
                     message: `at most ${TAGS_PER_CLAIM_MAX} tags per attestation per key; nothing was changed`,
                     details: [{ path: ["tags"], message: `would exceed ${TAGS_PER_CLAIM_MAX}` }]
                   })
                 )
-                : Effect.die(e)
-            )
+              }
+              if (e instanceof ClaimGone) return Effect.fail(new NotFound({ message: "you hold no claim on this attestation" }))
+              return Effect.die(e)
+            })
           )
           return { tags: result }
         }))

@@ -18,10 +18,12 @@ export const toTag = (r: Row): Tag =>
   r.value !== null ? { key: r.key, value: r.value } : { key: r.key, value_enc: r.value_enc!, value_nonce: r.value_nonce! }
 
 export class TooManyTags extends Error {}
+export class ClaimGone extends Error {}
 
 export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     const forClaim = (claimId: number) =>
       Effect.map(sql<Row>`SELECT * FROM tags WHERE claim_id = ${claimId} ORDER BY key`, (rows) => rows.map(toTag))
@@ -34,6 +36,10 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
       now: string
     ) =>
       sql.withTransaction(Effect.gen(function*() {
+        // Lock the claim: upserts on one claim are serialised (the count below sees every committed tag under
+        // READ COMMITTED), and a claim soft-deleted meanwhile gets no tags.
+        const live = yield* sql`SELECT id FROM claims WHERE id = ${claim.id} AND deleted_at IS NULL ${isPg ? sql.unsafe("FOR UPDATE") : sql.unsafe("")}`
+        if (live.length === 0) return yield* Effect.fail(new ClaimGone())
         for (const t of tags) {
           const plain = "value" in t
           yield* sql`INSERT INTO tags (claim_id, api_key_id, attestation_seq, key, value, value_enc, value_nonce, updated_at)

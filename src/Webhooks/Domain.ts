@@ -36,7 +36,7 @@ for (const [net, prefix] of [
   ["240.0.0.0", 4]
 ] as const) forbidden.addSubnet(net, prefix, "ipv4")
 for (const [net, prefix] of [
-  ["::", 128],
+  ["::", 96],
   ["::1", 128],
   ["64:ff9b::", 96],
   ["100::", 64],

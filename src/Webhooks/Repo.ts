@@ -111,6 +111,7 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
           FROM outbox o
           JOIN claims c ON c.attestation_seq = o.attestation_seq AND c.deleted_at IS NULL
           JOIN webhooks w ON w.api_key_id = c.api_key_id AND w.deleted_at IS NULL
+          JOIN api_keys k ON k.id = w.api_key_id AND k.revoked_at IS NULL
           WHERE o.id >= ${first} AND o.id <= ${last} AND o.dispatched_at IS NULL
             AND w.events LIKE ${sql.literal("'%\"' || o.event_type || '\"%'")}
           ON CONFLICT (webhook_id, outbox_id) DO NOTHING`

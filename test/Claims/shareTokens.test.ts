@@ -157,6 +157,29 @@ for (const dialect of await dialects()) {
       expectEnvelope(await owner.get("/v1/share-tokens/st_doesnotexist"), 404, "NOT_FOUND")
     })
 
+    it("revoking the creating API key ends its share tokens (401)", async () => {
+      const created = await server.createKey()
+      const k = client(server.url, created.key)
+      const a = await attestWith(k, { source: "revoked-owner-src" })
+      const r = await k.post("/v1/share-tokens", { attestation_ids: [a.id], expires_in: 600 })
+      const holder = client(server.url, r.body.share_token)
+      expect((await holder.get(`/v1/attestation/${a.id}/metadata`)).status).toBe(200)
+      await server.revokeKey(created.id)
+      const after = await holder.get(`/v1/attestation/${a.id}/metadata`)
+      expectEnvelope(after, 401, "AUTH_ERROR")
+      expect(after.text).not.toContain("revoked-owner-src")
+      expectEnvelope(await holder.get(`/v1/attestation/${a.id}/tags`), 401, "AUTH_ERROR")
+    })
+
+    it("an attestation listed twice (id and legacy numeric handle) is listed once", async () => {
+      // att is the first attestation of this server: legacy handle 1
+      expect((await client(server.url).get("/v1/attestation/1")).body.id).toBe(att.id)
+      const r = await create({ attestation_ids: [att.id, "1", ` ${att.id}`], expires_in: 60 })
+      expect(r.status).toBe(201)
+      expect(r.body.attestation_ids).toEqual([att.id])
+      expect((await owner.get(`/v1/share-tokens/${r.body.id}`)).body.attestation_ids).toEqual([att.id])
+    })
+
     it("expired (expires_in 1, wait ~1.5 s) → 401; status expired", async () => {
       const r = await create({ attestation_ids: [att.id], expires_in: 1 })
       expect(r.status).toBe(201)

@@ -106,6 +106,23 @@ for (const dialect of await dialects()) {
       }
     })
 
+    it("a PUT racing the claim's soft delete never leaves tags that a query still finds (repeated)", async () => {
+      const orphans: Array<string> = []
+      for (let round = 0; round < 15; round++) {
+        const a = await attestWith(api)
+        const value = `r${round}-${Math.random().toString(36).slice(2)}`
+        const [put, del] = await Promise.all([
+          api.put(`/v1/attestation/${a.id}/tags`, { tags: [{ key: "race", value }] }),
+          api.delete(`/v1/attestation/${a.id}/metadata`)
+        ])
+        expect(del.status).toBe(200)
+        expect([200, 404]).toContain(put.status)
+        const q = await api.post("/v1/tags/query", { filter: { and: [{ key: "race", value }] } })
+        if (q.body.attestations.length > 0) orphans.push(`round ${round}: PUT ${put.status} after DELETE; query still finds ${a.id}`)
+      }
+      expect(orphans).toEqual([])
+    })
+
     it("encrypted tags (value_enc + value_nonce, hex) are returned as stored and never matched by a query", async () => {
       const a = await attestWith(api)
       const path = `/v1/attestation/${a.id}/tags`

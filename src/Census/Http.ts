@@ -185,14 +185,19 @@ export const DerivedListsPublicLive = HttpApiBuilder.group(Api, "derivedListsPub
           const at = formatMillis(yield* Clock.currentTimeMillis)
           const log = (outcome: string, matched: number | null, total: number | null) =>
             Effect.orDie(repo.logAccess(l.id, { at, clientIp: meta.clientIp, outcome, matched, total }))
+          // Wrong keys are limited per client address, so strangers cannot spend the list's own budget.
+          if (!/^[0-9a-f]{64}$/.test(payload.list_key) || !digestsEqual(hashSecret(payload.list_key), l.keyHash)) {
+            const failures = yield* limiter.hit(`matchfail:${l.id}:${meta.clientIp}`, MATCHES_PER_HOUR, 3600)
+            yield* log(failures.allowed ? "unauthorized" : "rate_limited", null, null)
+            if (!failures.allowed) {
+              return yield* new RateLimited({ message: `too many failed matches from this address`, rateLimit: failures })
+            }
+            return yield* new AuthError({ message: "wrong list_key for this derived list" })
+          }
           const verdict = yield* limiter.hit(`match:${l.id}`, MATCHES_PER_HOUR, 3600)
           if (!verdict.allowed) {
             yield* log("rate_limited", null, null)
             return yield* new RateLimited({ message: `at most ${MATCHES_PER_HOUR} matches per hour per list`, rateLimit: verdict })
-          }
-          if (!/^[0-9a-f]{64}$/.test(payload.list_key) || !digestsEqual(hashSecret(payload.list_key), l.keyHash)) {
-            yield* log("unauthorized", null, null)
-            return yield* new AuthError({ message: "wrong list_key for this derived list" })
           }
           const values = [...new Set(payload.values)]
           const matched = yield* Effect.orDie(repo.countMatches(l.id, values))

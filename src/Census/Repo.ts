@@ -115,8 +115,12 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
     const listsOfOrg = (orgId: string) =>
       Effect.map(sql`SELECT * FROM derived_lists WHERE org_id = ${orgId} ORDER BY created_at DESC, id`, (rows) => rows.map(toList))
 
+    /** Revoking drops the derived values: a revoked list answers nothing again. */
     const revokeList = (id: string, now: string) =>
-      sql`UPDATE derived_lists SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`
+      sql.withTransaction(Effect.zipRight(
+        sql`UPDATE derived_lists SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`,
+        sql`DELETE FROM derived_values WHERE list_id = ${id}`
+      ))
 
     const countMatches = (listId: string, values: ReadonlyArray<string>) =>
       Effect.map(

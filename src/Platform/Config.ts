@@ -93,7 +93,10 @@ export interface AppConfigShape {
 }
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
-  port: Config.port("PORT").pipe(Config.withDefault(8080)),
+  port: Config.integer("PORT").pipe(
+    Config.withDefault(8080),
+    Config.validate({ message: "PORT must be 0..65535 (0: any free port)", validation: (p) => p >= 0 && p <= 65535 })
+  ),
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.string("ATTESTD_DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.string("DATABASE_URL")),

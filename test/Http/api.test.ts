@@ -388,12 +388,15 @@ for (const dialect of await dialects()) {
           expect(r.status).toBe(200)
           expect(sortedKeys(r.body)).toEqual(["hash_hex", "id", "level", "t0"])
           expect(r.body).toMatchObject({ id: att.id, hash_hex: hash, level: "T0" })
+          const jwkListed = (await client(server.url).get(`/v1/keys/${att.signing_key_id}`)).body
           expect(r.body.t0).toEqual({
             signature: att.signature,
             algorithm: "ECDSA-P256-SHA256",
             publicKeyId: att.signing_key_id,
             registeredAt: att.timestamp,
-            formatVersion: "2.0.0"
+            formatVersion: "2.0.0",
+            // The signing JWK rides along for offline verification; it is the published key.
+            publicKey: jwkListed
           })
           expect(r.body.t0.registeredAt).toMatch(WIRE_TIME)
           expect(r.body.t1).toBeUndefined()

@@ -21,6 +21,8 @@
 //   BENCH_SERVE_ARGS   extra `attestd serve` flags, e.g. "--no-workers" (default: none, workers run)
 //   BENCH_SNAPSHOT=0   run dist/ in place instead of a copy in .bench/build (default: copy, so a
 //                      concurrent rebuild of dist/ cannot change the code under test mid-run)
+//   BENCH_DIST         compiled tree to benchmark instead of dist/ (e.g. an experimental build)
+//   BENCH_PG_SYNC_COMMIT  e.g. "off": synchronous_commit for the benchmark database (diagnosis only)
 //   BENCH_PG_URL       Postgres server, without database (postgres://postgres@127.0.0.1:5432)
 //
 // Servers run as child processes (the load generator, autocannon, runs here), so
@@ -153,12 +155,17 @@ const report = () => {
         base ? `${fmt(ratio, 3)}× ${r.baseline}` : "",
         bad ? `${r.non2xx}/${r.errors} !!` : `${r.non2xx}/${r.errors}`,
         r.serverCpuUsPerReq === undefined ? "" : fmt(r.serverCpuUsPerReq),
+        base && r.serverCpuUsPerReq ? fmt((r.costRatio = base.serverCpuUsPerReq / r.serverCpuUsPerReq), 3) : "",
         cpu
       ]
     })
     lines.push(
-      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7] })
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7, 8] })
     )
+    lines.push("")
+    lines.push("srv µs/req: server CPU time per request (robust to other load on the machine); cost ratio: the")
+    lines.push("baseline's µs/req ÷ this one's. The bare server shares the cores with the load generator, attestd")
+    lines.push("mostly does not, so on a quiet machine the req/s ratio comes out ~1.5-2× the cost ratio.")
     const gcs = results.filter((r) => r.groupCommit?.meanBatch !== undefined)
     if (gcs.length > 0) {
       lines.push("")
@@ -226,7 +233,7 @@ const gitInfo = () => {
 const main = async () => {
   if (!existsSync(lib.BIN)) throw new Error(`${lib.BIN} missing: run npm run build first (or npm run bench)`)
   mkdirSync(BENCH_DIR, { recursive: true })
-  if (process.env.BENCH_SNAPSHOT !== "0") buildDir = lib.snapshotBuild()
+  if (process.env.BENCH_SNAPSHOT !== "0") buildDir = lib.snapshotBuild(process.env.BENCH_DIST ? path.resolve(process.env.BENCH_DIST) : undefined)
   const sections = selected()
   const startedAt = new Date()
   const cpus = os.cpus()
@@ -252,6 +259,7 @@ const main = async () => {
     config,
     sections: sections.map((s) => s.name),
     build: path.relative(ROOT, buildDir),
+    source: process.env.BENCH_DIST ?? "dist",
     results: results.map(({ raw, ...r }) => ({ ...r, raw })),
     targets,
     profiles,

@@ -143,7 +143,8 @@ export const benchBare = async ({ scenarios = BARE_SCENARIOS, load, log = consol
  */
 export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, serveArgs = [], label = db, log = console.log }) => {
   const dbName = `attestd_bench_${process.pid}_${label.replace(/[^a-z0-9]/g, "")}`
-  const databaseUrl = db === "pg" ? await createPgDatabase(dbName) : undefined
+  const pgSettings = process.env.BENCH_PG_SYNC_COMMIT ? { synchronous_commit: process.env.BENCH_PG_SYNC_COMMIT } : {}
+  const databaseUrl = db === "pg" ? await createPgDatabase(dbName, pgSettings) : undefined
   let server
   try {
     server = await startAttestd({ name: `attestd-${label}`, databaseUrl, profileDir, serveArgs })

@@ -20,11 +20,11 @@ export let BIN = path.join(ROOT, "dist/bin.js")
  * servers from there, so a rebuild of dist/ by someone else mid-run does not
  * change the code under test. node_modules still resolves from the repository.
  */
-export const snapshotBuild = () => {
+export const snapshotBuild = (from = path.join(ROOT, "dist")) => {
   const dir = path.join(BENCH_DIR, "build")
   rmSync(dir, { recursive: true, force: true })
   mkdirSync(dir, { recursive: true })
-  cpSync(path.join(ROOT, "dist"), path.join(dir, "dist"), { recursive: true })
+  cpSync(from, path.join(dir, "dist"), { recursive: true })
   cpSync(path.join(ROOT, "package.json"), path.join(dir, "package.json"))
   BIN = path.join(dir, "dist/bin.js")
   return path.join(dir, "dist")
@@ -264,13 +264,18 @@ const pgClient = async (url) => {
 
 const createdDatabases = new Set()
 
-export const createPgDatabase = async (name) => {
+/** settings: per-database GUCs, e.g. { synchronous_commit: "off" } to take WAL fsync out of the picture. */
+export const createPgDatabase = async (name, settings = {}) => {
   if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`bad database name ${name}`)
   createdDatabases.add(name)
   const client = await pgClient(`${PG_ADMIN_URL}/postgres`)
   try {
     await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
     await client.query(`CREATE DATABASE ${name}`)
+    for (const [k, v] of Object.entries(settings)) {
+      if (!/^[a-z_]+$/.test(k) || !/^[A-Za-z0-9_.]+$/.test(String(v))) throw new Error(`bad setting ${k}=${v}`)
+      await client.query(`ALTER DATABASE ${name} SET ${k} = '${v}'`)
+    }
   } finally {
     await client.end()
   }

@@ -11,6 +11,7 @@
 //   npx esbuild src/Domain/Merkle.ts --format=esm --platform=node --outfile=/tmp/merkle.mjs
 // Default: ../dist/Domain/Merkle.js relative to this script.
 import * as crypto from "node:crypto"
+import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -32,16 +33,76 @@ const randomLeaves = (n) => {
   return leaves
 }
 
+/**
+ * Per-thread scheduler statistics (Linux /proc/self/task/<tid>/schedstat):
+ * CPU time of the main thread, of all threads, and time spent runnable but
+ * waiting for a CPU. On a shared machine wall times mostly measure the other
+ * load; main-thread CPU is what buildTreeParallel's wall time would be with a
+ * free second core. undefined where /proc is not available.
+ */
+const schedSnapshot = () => {
+  try {
+    const pid = String(process.pid)
+    let main = 0
+    let all = 0
+    let wait = 0
+    for (const tid of fs.readdirSync("/proc/self/task")) {
+      let fields
+      try {
+        fields = fs.readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ").map(Number)
+      } catch {
+        continue // thread exited meanwhile
+      }
+      all += fields[0]
+      wait += fields[1]
+      if (tid === pid) main = fields[0]
+    }
+    return { main, all, wait }
+  } catch {
+    return undefined
+  }
+}
+
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  return sorted[sorted.length >> 1]
+}
+
 const timeBest = async (repeats, fn) => {
   const runs = []
+  const main = []
+  const all = []
+  const wait = []
   let result
   for (let r = 0; r < repeats; r++) {
+    const s0 = schedSnapshot()
     const t0 = performance.now()
     result = await fn()
     runs.push(performance.now() - t0)
+    const s1 = schedSnapshot()
+    if (s0 !== undefined && s1 !== undefined) {
+      main.push((s1.main - s0.main) / 1e6)
+      all.push((s1.all - s0.all) / 1e6)
+      wait.push((s1.wait - s0.wait) / 1e6)
+    }
   }
-  return { bestMs: Math.min(...runs), runsMs: runs, result }
+  return {
+    bestMs: Math.min(...runs),
+    runsMs: runs,
+    mainCpuMs: main.length > 0 ? median(main) : undefined,
+    cpuMs: all.length > 0 ? median(all) : undefined,
+    waitMs: wait.length > 0 ? median(wait) : undefined,
+    result
+  }
 }
+
+const timing = (t) => ({
+  bestMs: t.bestMs,
+  runsMs: t.runsMs,
+  mainCpuMs: t.mainCpuMs,
+  cpuMs: t.cpuMs,
+  waitMs: t.waitMs
+})
 
 const sha256Once =
   typeof crypto.hash === "function"
@@ -50,7 +111,9 @@ const sha256Once =
 
 /**
  * Runs the benchmark and returns one row per measurement:
- *   { name, leaves, bestMs, runsMs, note }
+ *   { name, leaves, bestMs, runsMs, mainCpuMs, cpuMs, waitMs, note }
+ * bestMs: best wall time; mainCpuMs / cpuMs / waitMs: medians over the runs of
+ * main-thread CPU, all-threads CPU and run-queue wait (Linux; else undefined).
  * name: "buildTree" | "buildTreeParallel" | "proofs" | "baseline" | "worker cold start"
  */
 export async function benchMerkle({
@@ -78,8 +141,7 @@ export async function benchMerkle({
   rows.push({
     name: "baseline",
     leaves: BASELINE_CALLS + 1,
-    bestMs: baseline.bestMs,
-    runsMs: baseline.runsMs,
+    ...timing(baseline),
     note: `${BASELINE_CALLS.toLocaleString("en-US")} × ${typeof crypto.hash === "function" ? "crypto.hash" : "createHash"}('sha256', 65 B)`
   })
   log(`baseline ${baseline.bestMs.toFixed(0)} ms`)
@@ -92,8 +154,7 @@ export async function benchMerkle({
   rows.push({
     name: "worker cold start",
     leaves: warmLeaves.length,
-    bestMs: cold.bestMs,
-    runsMs: cold.runsMs,
+    ...timing(cold),
     note: `first buildTreeParallel incl. worker spawn; warm: ${warm.bestMs.toFixed(1)} ms`
   })
 
@@ -114,12 +175,11 @@ export async function benchMerkle({
         ? "FELL BACK to sync"
         : "sync (below threshold)"
     }
-    rows.push({ name: "buildTree", leaves: n, bestMs: sync.bestMs, runsMs: sync.runsMs, note: "" })
+    rows.push({ name: "buildTree", leaves: n, ...timing(sync), note: "" })
     rows.push({
       name: "buildTreeParallel",
       leaves: n,
-      bestMs: par.bestMs,
-      runsMs: par.runsMs,
+      ...timing(par),
       note: `${usedWorker}, ×${(sync.bestMs / par.bestMs).toFixed(2)} vs buildTree`
     })
 
@@ -135,8 +195,7 @@ export async function benchMerkle({
     rows.push({
       name: "proofs",
       leaves: n,
-      bestMs: proofs.bestMs,
-      runsMs: proofs.runsMs,
+      ...timing(proofs),
       note: count === n
         ? `all ${n.toLocaleString("en-US")} proofs, ${perProofUs.toFixed(2)} µs each`
         : `${count.toLocaleString("en-US")} of ${n.toLocaleString("en-US")} proofs, ${perProofUs.toFixed(2)} µs each (all ≈ ${
@@ -148,16 +207,21 @@ export async function benchMerkle({
 }
 
 const formatTable = (rows) => {
-  const header = ["case", "leaves", "best ms", "runs ms", "note"]
+  const header = ["case", "leaves", "best ms", "runs ms", "main cpu", "all cpu", "rq wait", "note"]
+  const ms = (x) => (x === undefined ? "-" : x.toFixed(1))
   const body = rows.map((r) => [
     r.name,
     r.leaves.toLocaleString("en-US"),
     r.bestMs.toFixed(1),
     r.runsMs.map((x) => x.toFixed(0)).join(" / "),
+    ms(r.mainCpuMs),
+    ms(r.cpuMs),
+    ms(r.waitMs),
     r.note
   ])
+  const right = new Set([1, 2, 4, 5, 6])
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i].length)))
-  const line = (cells) => cells.map((c, i) => (i === 1 || i === 2 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
+  const line = (cells) => cells.map((c, i) => (right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ")
   return [line(header), line(widths.map((w) => "-".repeat(w))), ...body.map(line)].join("\n")
 }
 
@@ -171,6 +235,7 @@ async function main() {
   )
   const rows = await benchMerkle({ sizes })
   console.log(formatTable(rows))
+  console.log("main cpu / all cpu / rq wait: medians (ms) of main-thread CPU, all-threads CPU, time runnable but waiting for a CPU")
   console.log(`load after: ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`)
   const M = await loadMerkle(process.env.MERKLE_MODULE)
   if (typeof M.terminateMerkleWorker === "function") await M.terminateMerkleWorker()

@@ -4,6 +4,12 @@
  */
 import { Deferred, Effect, Exit, Queue, type Scope } from "effect"
 
+/** Waits for setImmediate, not the Effect clock, so batching never depends on TestClock. */
+const nextMacrotask = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 export const makeGroupCommit = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
   readonly maxBatch: number
@@ -14,8 +20,11 @@ export const makeGroupCommit = <I, O, E>(options: {
     yield* Effect.addFinalizer(() => Queue.shutdown(queue))
 
     const worker = Effect.gen(function*() {
-      const chunk = yield* Queue.takeBetween(queue, 1, options.maxBatch)
-      const entries = Array.from(chunk)
+      const first = yield* Queue.take(queue)
+      // One turn of the event loop lets requests already read from sockets join this batch.
+      yield* nextMacrotask
+      const rest = yield* Queue.takeUpTo(queue, options.maxBatch - 1)
+      const entries = [first, ...rest]
       const exit = yield* Effect.exit(options.process(entries.map(([item]) => item)))
       if (Exit.isSuccess(exit)) {
         entries.forEach(([, deferred], i) => Deferred.unsafeDone(deferred, Exit.succeed(exit.value[i]!)))

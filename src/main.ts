@@ -2,7 +2,6 @@
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { createServer } from "node:http"
 import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
@@ -13,6 +12,7 @@ import { Authenticator, AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
+import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
@@ -133,10 +133,12 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
+  const fastLane = makeFastLaneHolder()
   const http = HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
+    Layer.merge(FastLaneLive(fastLane)),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: config.port, host: config.host }))
+    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane), { port: config.port, host: config.host }))
   )
   const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return served.pipe(Layer.provideMerge(AppLive(config, options)))

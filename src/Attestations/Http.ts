@@ -12,6 +12,7 @@ import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
 import { type Attestation, EXTRA_DATA_MAX_BYTES } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
+import type { AttestPayload } from "./Api.js"
 import { Evidence } from "./Evidence.js"
 
 const itemOf = (a: Attested) => ({
@@ -79,27 +80,51 @@ const statusOf = (a: Attestation) => ({
   ots_available: false
 })
 
+/** POST /attest: the caller's key must hold `attest`; 201 created or 200 existing. */
+export const attestOne = (
+  attestor: Attestor,
+  quota: Quota,
+  payload: typeof AttestPayload.Type
+) =>
+  Effect.gen(function*() {
+    const key = yield* requireScope("attest")
+    const clientEncrypted = payload.client_encrypted ?? false
+    yield* checkExtraData(payload.extra_data, clientEncrypted)
+    yield* quota.consume(key, 1)
+    const [result] = yield* attestor.attest({
+      key,
+      hashes: [payload.hash_hex],
+      source: payload.source ?? null,
+      extraData: payload.extra_data ?? null,
+      clientEncrypted
+    })
+    return { status: result!.created ? 201 : 200, body: itemOf(result!) }
+  })
+
+/** POST /verify for one digest; `keyId` adds that key's own source where it holds a claim. */
+export const verifyOne = (repo: AttestationRepo, hashHex: string, keyId: string | undefined) =>
+  Effect.gen(function*() {
+    const [a] = yield* Effect.orDie(repo.findByHashes([hashHex]))
+    if (!a) return { exists: false, hash_hex: hashHex }
+    const [claim] = keyId === undefined ? [] : yield* Effect.orDie(repo.liveClaims(keyId, [a.seq]))
+    return {
+      exists: true,
+      hash_hex: a.hashHex,
+      id: a.id,
+      timestamp: a.registeredAt,
+      level: a.level,
+      verified_at: formatMillis(yield* Clock.currentTimeMillis),
+      ...(claim ? { source: claim.source } : {})
+    }
+  })
+
 export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handlers) =>
   Effect.gen(function*() {
     const attestor = yield* Attestor
     const quota = yield* Quota
     return handlers
       .handle("attest", ({ payload }) =>
-        Effect.gen(function*() {
-          const key = yield* requireScope("attest")
-          const clientEncrypted = payload.client_encrypted ?? false
-          yield* checkExtraData(payload.extra_data, clientEncrypted)
-          yield* quota.consume(key, 1)
-          const [result] = yield* attestor.attest({
-            key,
-            hashes: [payload.hash_hex],
-            source: payload.source ?? null,
-            extraData: payload.extra_data ?? null,
-            clientEncrypted
-          })
-          const item = itemOf(result!)
-          return HttpServerResponse.unsafeJson(item, { status: result!.created ? 201 : 200 })
-        }))
+        Effect.map(attestOne(attestor, quota, payload), (r) => HttpServerResponse.unsafeJson(r.body, { status: r.status })))
       .handle("attestBatch", ({ payload }) =>
         Effect.gen(function*() {
           const key = yield* requireAnyScope(["attest", "batch"])
@@ -143,19 +168,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* auth.optionalKey(request.headers.authorization)
-          const { byHash, claims } = yield* lookup([payload.hash_hex], Option.getOrUndefined(key)?.id)
-          const a = byHash.get(payload.hash_hex)
-          if (!a) return HttpServerResponse.unsafeJson({ exists: false, hash_hex: payload.hash_hex })
-          const claim = claims.get(a.seq)
-          return HttpServerResponse.unsafeJson({
-            exists: true,
-            hash_hex: a.hashHex,
-            id: a.id,
-            timestamp: a.registeredAt,
-            level: a.level,
-            verified_at: formatMillis(yield* Clock.currentTimeMillis),
-            ...(claim ? { source: claim.source } : {})
-          })
+          return HttpServerResponse.unsafeJson(yield* verifyOne(repo, payload.hash_hex, Option.getOrUndefined(key)?.id))
         }))
       .handle("verifyBatch", ({ payload }) =>
         Effect.gen(function*() {

@@ -72,6 +72,21 @@ const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray
     })
 }
 
+/** The VALIDATION_ERROR for schema issues: the first one in the message, all in details. */
+export const validationErrorFromIssues = (
+  issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
+): Errors.ValidationError => {
+  const details = decodeErrorDetails(issues)
+  const first = details[0]
+  return new Errors.ValidationError({
+    message: first ? `invalid request: ${first.path.length ? first.path.join(".") + ": " : ""}${first.message}` : "invalid request",
+    details
+  })
+}
+
+export const INVALID_JSON = () =>
+  new Errors.ValidationError({ message: "request body is not valid JSON", details: [{ path: [], message: "invalid JSON" }] })
+
 const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
 
 /** Maps a failed request to an envelope response; unexpected failures are logged with the request id. */
@@ -84,18 +99,7 @@ export const failureResponse = (
     if (Option.isSome(failure)) {
       const e = failure.value as any
       if (Errors.isApiError(e)) return errorResponse(e)
-      if (e?._tag === "HttpApiDecodeError") {
-        const details = decodeErrorDetails(e.issues ?? [])
-        const first = details[0]
-        return errorResponse(
-          new Errors.ValidationError({
-            message: first
-              ? `invalid request: ${first.path.length ? first.path.join(".") + ": " : ""}${first.message}`
-              : "invalid request",
-            details
-          })
-        )
-      }
+      if (e?._tag === "HttpApiDecodeError") return errorResponse(validationErrorFromIssues(e.issues ?? []))
       if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
         return errorResponse(notFoundOrMethod(routes, e.request.method, e.request.url))
       }
@@ -107,7 +111,7 @@ export const failureResponse = (
         return errorResponse(
           isBodyTooLarge(d)
             ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
-            : new Errors.ValidationError({ message: "request body is not valid JSON", details: [{ path: [], message: "invalid JSON" }] })
+            : INVALID_JSON()
         )
       }
     }
@@ -127,7 +131,11 @@ export const ApiErrorsLive = HttpApiBuilder.middleware(
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 
-const stripV1 = (url: string): string => {
+/** The caller's X-Request-Id when it is printable ASCII of at most 128 characters, else a new one. */
+export const requestIdOf = (given: string | undefined): string =>
+  given !== undefined && REQUEST_ID.test(given) ? given : randomUUID()
+
+export const stripV1 = (url: string): string => {
   if (url === "/v1" || url.startsWith("/v1?")) return "/" + url.slice(3)
   return url.startsWith("/v1/") ? url.slice(3) : url
 }
@@ -168,8 +176,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
   Effect.gen(function*() {
     const config = yield* AppConfig
     const request = yield* HttpServerRequest.HttpServerRequest
-    const given = request.headers["x-request-id"]
-    const requestId = given !== undefined && REQUEST_ID.test(given) ? given : randomUUID()
+    const requestId = requestIdOf(request.headers["x-request-id"])
     const url = stripV1(request.url)
     const meta: RequestMetaShape = {
       requestId,

@@ -51,8 +51,8 @@ export const rateLimitHeaders = (info: Errors.RateLimitInfo): Record<string, str
   "x-ratelimit-reset": String(info.reset)
 })
 
-/** The HTTP response for an API error. */
-export const errorResponse = (e: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
+/** Status, headers and body of the envelope for an API error. */
+export const errorParts = (e: Errors.ApiError) => {
   const { code, status } = Errors.describeApiError(e)
   const headers: Record<string, string> = {}
   if (e._tag === "RateLimited") {
@@ -65,8 +65,11 @@ export const errorResponse = (e: Errors.ApiError): HttpServerResponse.HttpServer
   } else if (e._tag === "MethodNotAllowed") {
     headers["allow"] = ((e.details as { allowed?: ReadonlyArray<string> } | undefined)?.allowed ?? []).join(", ")
   }
-  return HttpServerResponse.unsafeJson(
-    { error: true, code, message: e.message, details: e.details ?? null },
-    { status, headers }
-  )
+  return { status, headers, body: { error: true, code, message: e.message, details: e.details ?? null } }
+}
+
+/** The HTTP response for an API error. */
+export const errorResponse = (e: Errors.ApiError): HttpServerResponse.HttpServerResponse => {
+  const { body, headers, status } = errorParts(e)
+  return HttpServerResponse.unsafeJson(body, { status, headers })
 }

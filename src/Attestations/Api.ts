@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
+import { Jwk } from "../Domain/Jwk.js"
 import {
   AuthErrorEnvelope,
   ForbiddenEnvelope,
@@ -200,15 +201,7 @@ export const EvidenceT0 = Schema.Struct({
   publicKeyId: Schema.String,
   registeredAt: Timestamp,
   formatVersion: Schema.String,
-  publicKey: Schema.optional(Schema.Struct({
-    kty: Schema.Literal("EC"),
-    crv: Schema.Literal("P-256"),
-    alg: Schema.Literal("ES256"),
-    kid: Schema.String,
-    x: Schema.String,
-    y: Schema.String,
-    use: Schema.optional(Schema.Literal("sig"))
-  }).annotations({ description: "The signing key as JWK, for offline verification; check its kid against GET /v1/keys" }))
+  publicKey: Schema.optional(Jwk.annotations({ description: "The signing key as JWK, for offline verification; check its kid against GET /v1/keys" }))
 })
 
 export const EvidenceT1 = Schema.Struct({

@@ -1,6 +1,7 @@
 /** HTTP contract of the public service endpoints: info, health, stats, keys, test vectors. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { Jwk } from "../Domain/Jwk.js"
 import { NotFoundEnvelope, ServiceUnavailableEnvelope } from "../Http/Envelope.js"
 
 export const Assurance = Schema.Struct({
@@ -36,15 +37,7 @@ export const StatsResponse = Schema.Struct({
   daily_roots: Schema.Int
 }).annotations({ identifier: "StatsResponse" })
 
-export const Jwk = Schema.Struct({
-  kty: Schema.Literal("EC"),
-  crv: Schema.Literal("P-256"),
-  alg: Schema.Literal("ES256"),
-  kid: Schema.String,
-  x: Schema.String,
-  y: Schema.String,
-  use: Schema.optional(Schema.Literal("sig"))
-}).annotations({ identifier: "PublicJwk" })
+export { Jwk }
 
 export class InfoApi extends HttpApiGroup.make("info")
   .add(HttpApiEndpoint.get("info", "/info").addSuccess(InfoResponse).annotate(OpenApi.Summary, "API information"))

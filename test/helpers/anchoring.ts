@@ -8,23 +8,11 @@
  */
 import { createHash } from "node:crypto"
 import { createRequire } from "node:module"
-import pg from "pg"
 
 const require = createRequire(import.meta.url)
 // The package is CommonJS and untyped.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export const OpenTimestamps: any = require("opentimestamps")
-
-/** The few better-sqlite3 calls used here (the package ships no type declarations). */
-interface SqliteDatabase {
-  pragma(source: string): unknown
-  prepare(source: string): { all(...params: Array<unknown>): Array<unknown> }
-  close(): void
-}
-const Database = require("better-sqlite3") as new (
-  filename: string,
-  options?: { readonly fileMustExist?: boolean; readonly readonly?: boolean }
-) => SqliteDatabase
 
 export const HEX64 = /^[0-9a-f]{64}$/
 export const WIRE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/
@@ -167,28 +155,9 @@ export const parseBareTimestamp = (bytes: Uint8Array, msgHex: string): ReadonlyA
 // ---------------------------------------------------------------------------
 // Direct database access and the T2 invariants
 
-export interface Row {
-  readonly [k: string]: unknown
-}
+import { type Row, withDb } from "./process.js"
 
-export const withDb = async <A>(databaseUrl: string, f: (query: (sql: string) => Promise<Array<Row>>) => Promise<A>): Promise<A> => {
-  if (databaseUrl.startsWith("sqlite:")) {
-    const db = new Database(databaseUrl.slice("sqlite:".length), { fileMustExist: true })
-    try {
-      db.pragma("busy_timeout = 10000")
-      return await f(async (q) => db.prepare(q).all() as Array<Row>)
-    } finally {
-      db.close()
-    }
-  }
-  const client = new pg.Client({ connectionString: databaseUrl })
-  await client.connect()
-  try {
-    return await f(async (q) => (await client.query(q)).rows as Array<Row>)
-  } finally {
-    await client.end()
-  }
-}
+export { type Row, withDb }
 
 export interface AnchoringSnapshot {
   readonly attestations: number

@@ -9,8 +9,10 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle; "http" = baseline,sqlite,pg
-//                      (default: all but profile; profile is added by BENCH_PROFILE=1)
+//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags;
+//                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags
+//                      (default: baseline, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
+//                      pipeline sections run only when named, each takes ~0.5-3 min)
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
@@ -24,6 +26,26 @@
 //   BENCH_DIST         compiled tree to benchmark instead of dist/ (e.g. an experimental build)
 //   BENCH_PG_SYNC_COMMIT  e.g. "off": synchronous_commit for the benchmark database (diagnosis only)
 //   BENCH_PG_URL       Postgres server, without database (postgres://postgres@127.0.0.1:5432)
+//
+// Pipeline sections (in-process over dist/ via ManagedRuntime + AppLive({ workers: false }); each
+// creates and drops its own database attestd_bench_<section>_<pid> or SQLite temp dir):
+//   seal      scripts/bench/seal.mjs: Sealer.sealWindow over n bulk-loaded pending T0 attestations on
+//             SQLite and Postgres (child process per run): wall time, breakdown read / tree / TSA /
+//             write transaction (and its statements), peak RSS growth. BENCH_SEAL_SIZES
+//             (10000,100000,1000000; ~2 min), BENCH_SEAL_STORES (sqlite,pg), BENCH_SEAL_MAX_S (120:
+//             skip a size whose linear estimate from the previous size is longer)
+//   anchor    scripts/bench/anchor.mjs: buildTree over 1,440 batch roots; Anchorer.anchorWindow end to
+//             end over 1,440 SQL-inserted batches (SQLite, Postgres; in-process and HTTP simulated
+//             calendar); submit/upgrade round trips to startSimulatedCalendarServer (median, p99).
+//             BENCH_ANCHOR_BATCHES (1440), BENCH_ANCHOR_RUNS (3), BENCH_ANCHOR_CALLS (200),
+//             BENCH_ANCHOR_STORES (sqlite,pg)
+//   webhooks  scripts/bench/webhooks.mjs: fanOutOnce + sendDueOnce until done, to a local 204
+//             receiver; deliveries/s on SQLite and Postgres. BENCH_WEBHOOK_SIZES (5000),
+//             BENCH_WEBHOOK_HOOKS (1), BENCH_WEBHOOK_STORES (sqlite,pg)
+//   tags      scripts/bench/tags.mjs: Postgres, 1.2M tags; EXPLAIN (ANALYZE, BUFFERS) + wall time of the
+//             SQL TagRepo.query sends for 1-, 2-, 3-condition AND queries. BENCH_TAGS_ATTESTATIONS
+//             (100000 → 1,000,000 tags of key A), BENCH_TAGS_RUNS (20), BENCH_TAGS_WHATIF (1)
+//   BENCH_QUIET_WAIT also applies before each pipeline measurement.
 //
 // Servers run as child processes (the load generator, autocannon, runs here), so
 // they do not share an event loop. On 2 cores the generator and the server each
@@ -62,6 +84,7 @@ const log = (...a) => console.log(...a)
 const results = []
 const profiles = {}
 let merkle
+const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
 /** The sections, in order. Later stages add theirs here. */
@@ -118,14 +141,34 @@ const SECTIONS = [
   }
 ]
 
-const ALIASES = { http: ["baseline", "sqlite", "pg"] }
+/** The pipeline sections: scripts/bench/<name>.mjs exporting bench<Name>({ dist, log }) → { text, ... }. */
+for (const [name, fn] of [["seal", "benchSeal"], ["anchor", "benchAnchor"], ["webhooks", "benchWebhooks"], ["tags", "benchTags"]]) {
+  SECTIONS.push({
+    name,
+    optIn: true,
+    run: async () => {
+      const mod = await import(new URL(`./bench/${name}.mjs`, import.meta.url).href)
+      const t0 = performance.now()
+      try {
+        pipeline[name] = await mod[fn]({ dist: buildDir, log })
+      } catch (e) {
+        log(`  ${name} bench failed: ${e.stack ?? e}`)
+        pipeline[name] = { error: String(e?.message ?? e) }
+        await dropCreatedDatabases()
+      }
+      pipeline[name].seconds = (performance.now() - t0) / 1000
+    }
+  })
+}
+
+const ALIASES = { http: ["baseline", "sqlite", "pg"], pipeline: ["seal", "anchor", "webhooks", "tags"] }
 
 const selected = () => {
   const only = envList("BENCH_ONLY", undefined)
   const names = only === undefined ? SECTIONS.filter((s) => !s.optIn).map((s) => s.name) : only.flatMap((n) => ALIASES[n] ?? [n])
   if (config.profile && !names.includes("profile")) names.push("profile")
   for (const n of names) {
-    if (!SECTIONS.some((s) => s.name === n)) throw new Error(`unknown section ${n}; known: ${SECTIONS.map((s) => s.name).join(", ")}, http`)
+    if (!SECTIONS.some((s) => s.name === n)) throw new Error(`unknown section ${n}; known: ${SECTIONS.map((s) => s.name).join(", ")}, http, pipeline`)
   }
   return SECTIONS.filter((s) => names.includes(s.name))
 }
@@ -215,6 +258,11 @@ const report = () => {
     lines.push("merkle:")
     lines.push(table(["case", "leaves", "best ms", "note"], merkle.map((r) => [r.name, r.leaves.toLocaleString("en-US"), fmt(r.bestMs, 1), r.note]), { right: [1, 2] }))
   }
+  for (const [name, r] of Object.entries(pipeline)) {
+    lines.push("")
+    lines.push(`${name} (${fmt(r.seconds)} s):`)
+    lines.push(r.error ? `  FAILED: ${r.error}` : r.text)
+  }
   return { text: lines.join("\n"), targets }
 }
 
@@ -263,7 +311,8 @@ const main = async () => {
     results: results.map(({ raw, ...r }) => ({ ...r, raw })),
     targets,
     profiles,
-    merkle: merkle ?? null
+    merkle: merkle ?? null,
+    ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))
   const { results: rs, ...rest } = out

@@ -87,6 +87,7 @@ const toSubmission = (r: SubmissionRow): Submission => ({
 export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/AnchoringRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     const unanchoredBatches = (windowEnd: string) =>
       Effect.map(
@@ -110,10 +111,20 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
             ${input.batches.length}, ${input.now})
           RETURNING id`
         const id = Number(row!.id)
-        for (const b of input.batches) {
-          const updated = yield* sql`UPDATE batches SET daily_root_id = ${id}, daily_leaf_index = ${input.tree.leafIndex(b.merkleRoot)}
-            WHERE id = ${b.id} AND daily_root_id IS NULL RETURNING id`
-          if (updated.length !== 1) return yield* Effect.die(new Error(`batch ${b.id} was anchored elsewhere`))
+        const pairs = JSON.stringify(input.batches.map((b) => [b.id, input.tree.leafIndex(b.merkleRoot)]))
+        const linked = yield* (isPg
+          ? sql<{ n: number | string }>`WITH u AS (
+              UPDATE batches b SET daily_root_id = ${id}, daily_leaf_index = v.idx
+              FROM (SELECT (e->>0)::bigint AS bid, (e->>1)::int AS idx FROM jsonb_array_elements(${pairs}::jsonb) e) v
+              WHERE b.id = v.bid AND b.daily_root_id IS NULL
+              RETURNING 1)
+            SELECT COUNT(*) AS n FROM u`
+          : sql<{ n: number | string }>`UPDATE batches SET daily_root_id = ${id}, daily_leaf_index = j.value ->> '$[1]'
+              FROM json_each(${pairs}) j
+              WHERE batches.id = j.value ->> '$[0]' AND batches.daily_root_id IS NULL
+              RETURNING 1 AS n`.pipe(Effect.map((r) => [{ n: r.length }])))
+        if (Number(linked[0]?.n ?? 0) !== input.batches.length) {
+          return yield* Effect.die(new Error("some batches of this day were anchored elsewhere"))
         }
         for (const url of input.calendars) {
           yield* sql`INSERT INTO calendar_submissions (daily_root_id, calendar_url, status, updated_at)

@@ -5,6 +5,7 @@ import anchoring from "./0003_anchoring.js"
 import claims from "./0004_claims.js"
 import webhooks from "./0005_webhooks.js"
 import organizations from "./0006_organizations.js"
+import indexes from "./0007_indexes.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -12,5 +13,6 @@ export const migrations = {
   "0003_anchoring": anchoring,
   "0004_claims": claims,
   "0005_webhooks": webhooks,
-  "0006_organizations": organizations
+  "0006_organizations": organizations,
+  "0007_indexes": indexes
 }

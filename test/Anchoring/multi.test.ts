@@ -1,0 +1,105 @@
+/**
+ * Several `attestd serve` processes on ONE Postgres database with short
+ * anchor and upgrade windows and one simulated calendar over HTTP: exactly one
+ * instance anchors a window (one daily root per window, each batch in one day),
+ * and each day moves to T2 once, with one t2_complete per attestation.
+ * Postgres only (under CI=true `dialects()` insists on it).
+ */
+import { mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { createPgDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
+import {
+  attestLoad,
+  createKeyCli,
+  freePort,
+  newAckLog,
+  requireDist,
+  type ServeEnv,
+  type ServeProcess,
+  sleep,
+  startServe,
+  waitFor,
+  withDb
+} from "../helpers/process.js"
+
+const INSTANCES = 3
+const hasPg = (await dialects()).includes("pg")
+
+describe.skipIf(!hasPg)(`${INSTANCES} instances anchoring one Postgres database`, () => {
+  let db: TestDatabase | undefined
+  let calendar: Awaited<ReturnType<typeof startSimulatedCalendarServer>> | undefined
+  const procs: Array<ServeProcess> = []
+  afterAll(async () => {
+    await Promise.all(procs.map((p) => p.kill("SIGKILL")))
+    await calendar?.close()
+    await db?.drop()
+  })
+
+  it("one daily root per window, each batch in exactly one day, each day confirmed once", async () => {
+    requireDist()
+    db = await createPgDatabase()
+    calendar = await startSimulatedCalendarServer()
+    const envs: Array<ServeEnv> = []
+    for (let i = 0; i < INSTANCES; i++) {
+      const dataDir = join(db.dataDir, `instance-${i}`)
+      mkdirSync(dataDir, { recursive: true })
+      envs.push({
+        databaseUrl: db.url,
+        dataDir,
+        port: await freePort(),
+        sealInterval: "250ms",
+        extra: {
+          ATTESTD_ANCHOR_INTERVAL: "1s",
+          ATTESTD_OTS_UPGRADE_INTERVAL: "250ms",
+          ATTESTD_OTS_CALENDARS: calendar.url
+        }
+      })
+    }
+    procs.push(...(await Promise.all(envs.map((e) => startServe(e)))))
+    const key = await createKeyCli(envs[0]!)
+
+    const log = newAckLog()
+    let stop = false
+    const load = attestLoad({ urls: () => procs.map((p) => p.url), key, stop: () => stop, log, concurrency: 4, batchSize: 10 })
+    await sleep(3_000)
+    stop = true
+    await load
+    expect(log.failed).toBe(0)
+
+    // Let every batch reach a daily root, then confirm them all.
+    await waitFor("every batch anchored", async () =>
+      withDb(db!.url, async (query) =>
+        (await query("SELECT COUNT(*)::int AS n FROM batches WHERE daily_root_id IS NULL"))[0]!.n === 0 &&
+        (await query("SELECT COUNT(*)::int AS n FROM attestations WHERE level = 'T0'"))[0]!.n === 0), 20_000, 200)
+    await waitFor("every day submitted", async () =>
+      withDb(db!.url, async (query) =>
+        (await query("SELECT COUNT(*)::int AS n FROM calendar_submissions WHERE status = 'unsubmitted'"))[0]!.n === 0), 10_000, 200)
+    calendar.mine()
+    await waitFor("every attestation at T2", async () =>
+      withDb(db!.url, async (query) => (await query("SELECT COUNT(*)::int AS n FROM attestations WHERE level <> 'T2'"))[0]!.n === 0), 20_000, 200)
+
+    await withDb(db.url, async (query) => {
+      expect(await query("SELECT window_end FROM daily_roots GROUP BY window_end HAVING COUNT(*) > 1")).toEqual([])
+      expect(await query("SELECT id FROM batches WHERE daily_root_id IS NULL")).toEqual([])
+      expect(await query(`SELECT d.id FROM daily_roots d LEFT JOIN batches b ON b.daily_root_id = d.id
+        GROUP BY d.id, d.batch_count HAVING COUNT(b.id) <> d.batch_count`)).toEqual([])
+      expect(await query(`SELECT attestation_seq FROM outbox WHERE event_type = 't2_complete'
+        GROUP BY attestation_seq HAVING COUNT(*) <> 1`)).toEqual([])
+      const [counts] = await query(`SELECT (SELECT COUNT(*)::int FROM attestations) AS a,
+        (SELECT COUNT(*)::int FROM outbox WHERE event_type = 't2_complete') AS e,
+        (SELECT COUNT(*)::int FROM daily_roots) AS d`)
+      expect(counts!.e).toBe(counts!.a)
+      expect(counts!.a).toBe(log.acked.size)
+      const days = counts!.d as number
+      await Promise.all(procs.map((p) => p.kill("SIGTERM")))
+      // Each window's root was built by exactly one instance.
+      const anchoredBy = procs.map((p) => (p.output().match(/daily root \d+ over/g) ?? []).length)
+      expect(anchoredBy.reduce((x, y) => x + y, 0)).toBe(days)
+      const confirmedBy = procs.map((p) => (p.output().match(/daily root \d+ confirmed/g) ?? []).length)
+      expect(confirmedBy.reduce((x, y) => x + y, 0)).toBe(days)
+      console.log(`[multi-anchor] ${counts!.a} attestations, ${days} daily roots; anchored per instance ${anchoredBy.join("/")}`)
+    })
+  }, 90_000)
+})

@@ -113,7 +113,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         )
       })).pipe(Effect.orDie)
 
-    const submit = yield* makeGroupCommit({ process, maxBatch: 64, workers: isPg ? 4 : 1 })
+    const submit = yield* makeGroupCommit({ process, maxBatch: 64, workers: isPg ? 2 : 1 })
 
     return {
       attest: (input: AttestInput) => submit(input)

@@ -9,8 +9,8 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags;
-//                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags
+//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
+//                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
@@ -161,7 +161,29 @@ for (const [name, fn] of [["seal", "benchSeal"], ["anchor", "benchAnchor"], ["we
   })
 }
 
-const ALIASES = { http: ["baseline", "sqlite", "pg"], pipeline: ["seal", "anchor", "webhooks", "tags"] }
+/** scan: a 50,000-hash POST /v1/scan against a 1M-claim Postgres inventory (scripts/bench/scan.mjs). */
+SECTIONS.push({
+  name: "scan",
+  optIn: true,
+  run: async () => {
+    const { benchScan } = await import(new URL("./bench/scan.mjs", import.meta.url).href)
+    const t0 = performance.now()
+    try {
+      const r = await benchScan({
+        claims: envInt("BENCH_SCAN_CLAIMS", 1_000_000),
+        hashes: envInt("BENCH_SCAN_HASHES", 50_000),
+        quiet: false
+      })
+      pipeline.scan = { text: "", ...r }
+    } catch (e) {
+      log(`  scan bench failed: ${e.stack ?? e}`)
+      pipeline.scan = { error: String(e?.message ?? e) }
+    }
+    pipeline.scan.seconds = (performance.now() - t0) / 1000
+  }
+})
+
+const ALIASES = { http: ["baseline", "sqlite", "pg"], pipeline: ["seal", "anchor", "webhooks", "tags", "scan"] }
 
 const selected = () => {
   const only = envList("BENCH_ONLY", undefined)

@@ -8,7 +8,7 @@
  * `Accept: application/vnd.opentimestamps.v1`, and for the POST
  * `Content-Type: application/x-www-form-urlencoded`.
  *
- * `layerHttp` uses Node's global fetch with an `AbortSignal.timeout` covering
+ * `layerHttp` uses Node's global fetch with an abort timer covering
  * connect, headers and body; bodies are capped at 64 KiB and must parse as an
  * OTS timestamp for the message asked about, or the call fails with a
  * `CalendarError`. Each call is independent, so a dead or slow calendar never
@@ -108,15 +108,26 @@ export const makeHttpCalendar = (opts: {
   ): Effect.Effect<Uint8Array | { readonly value: A }, CalendarError> =>
     Effect.tryPromise({
       try: async (signal) => {
-        const res = await fetch(`${trimSlash(url)}${path}`, {
-          ...init,
-          signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)])
-        })
-        if (res.status >= 200 && res.status < 300) return await readCapped(res, MAX_CALENDAR_RESPONSE_BYTES)
-        const mapped = onStatus(res.status)
-        await res.body?.cancel().catch(() => undefined)
-        if (mapped !== undefined) return mapped
-        throw new Error(`HTTP ${res.status} ${res.statusText}`.trim())
+        // An explicit timer, not AbortSignal.timeout inside AbortSignal.any: that pair can be
+        // garbage-collected before it fires (seen here as a 5 s wait for a 400 ms timeout).
+        const controller = new AbortController()
+        const onAbort = () => controller.abort(signal.reason)
+        signal.addEventListener("abort", onAbort, { once: true })
+        const timer = setTimeout(
+          () => controller.abort(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")),
+          timeoutMs
+        )
+        try {
+          const res = await fetch(`${trimSlash(url)}${path}`, { ...init, signal: controller.signal })
+          if (res.status >= 200 && res.status < 300) return await readCapped(res, MAX_CALENDAR_RESPONSE_BYTES)
+          const mapped = onStatus(res.status)
+          await res.body?.cancel().catch(() => undefined)
+          if (mapped !== undefined) return mapped
+          throw new Error(`HTTP ${res.status} ${res.statusText}`.trim())
+        } finally {
+          clearTimeout(timer)
+          signal.removeEventListener("abort", onAbort)
+        }
       },
       catch: (e) => new CalendarError({ url, message: describe(e, timeoutMs) })
     })

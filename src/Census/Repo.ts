@@ -99,6 +99,9 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
 
     const createList = (list: Omit<DerivedList, "revokedAt">, values: ReadonlyArray<string>) =>
       sql.withTransaction(Effect.gen(function*() {
+        // Expired lists answer 404 anyway; their values go when the next list is created.
+        yield* sql`DELETE FROM derived_values WHERE list_id IN
+          (SELECT id FROM derived_lists WHERE expires_at <= ${list.createdAt})`
         yield* sql`INSERT INTO derived_lists (id, api_key_id, org_id, label, key_hash, item_count, signing_key_id, signature,
             signed_payload_sha256, created_at, expires_at)
           VALUES (${list.id}, ${list.apiKeyId}, ${list.orgId}, ${list.label}, ${list.keyHash}, ${list.itemCount},

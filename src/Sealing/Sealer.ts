@@ -75,6 +75,12 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
         )
         tsaStatus = "ok"
         lastError = undefined
+        // Every leaf was registered before the window end, so a genTime far before it means a wrong TSA clock.
+        if (stamp.genTime.getTime() + 60_000 < windowEndMillis) {
+          yield* Effect.logWarning(
+            `TSA ${stamp.provider} genTime ${stamp.genTime.toISOString()} is more than a minute before the window end ${windowEnd}; its clock may be wrong`
+          )
+        }
         const sealedAt = formatMillis(yield* Clock.currentTimeMillis)
         const batchId = yield* repo.recordSeal({
           windowEnd,

@@ -305,6 +305,14 @@ for (const dialect of await dialects()) {
       expectEnvelope(await anon().post(`/v1/derived-lists/${expired.id}/match`, expired.body), 404, "NOT_FOUND")
       expectEnvelope(await anon().get(`/v1/derived-lists/${expired.id}/signature`), 404, "NOT_FOUND")
       expect((await census.get(`/v1/derived-lists/${expired.id}`)).body.status).toBe("expired")
+
+      // Creating the next list drops the values of expired lists; the live one keeps its own.
+      await createList({ hashes: [randomHash()] })
+      const left = (id: string) =>
+        server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM derived_values WHERE list_id = ${id}`))
+      expect(Number((await left(expired.id))[0]!.n)).toBe(0)
+      expect(Number((await left(live.id))[0]!.n)).toBe(1)
     })
 
     it("the 21st match within an hour on one list is 429 RATE_LIMIT with Retry-After, logged; other lists are unaffected", async () => {

@@ -60,8 +60,10 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
               format_version: FORMAT_VERSION
             }
           })
-          yield* repo.insertIfAbsent(rows)
-          for (const a of yield* repo.findByHashes(missing)) byHash.set(a.hashHex, a)
+          for (const a of yield* repo.insertIfAbsent(rows)) byHash.set(a.hashHex, a)
+          // Hashes another writer inserted first are not returned by the insert: read them.
+          const lost = missing.filter((h) => !byHash.has(h))
+          for (const a of yield* repo.findByHashes(lost)) byHash.set(a.hashHex, a)
         }
 
         const now = formatMillis(yield* Clock.currentTimeMillis)
@@ -87,19 +89,23 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
           }
         }
         claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
-        yield* repo.insertClaimsIfAbsent(claimRows)
-
         const claimsByKey = new Map<string, Map<number, Claim>>()
-        const seqsByKey = new Map<string, Set<number>>()
-        for (const input of inputs) {
-          let set = seqsByKey.get(input.key.id)
-          if (!set) seqsByKey.set(input.key.id, set = new Set())
-          for (const h of input.hashes) set.add(byHash.get(h)!.seq)
+        const claimOf = (keyId: string) => {
+          let m = claimsByKey.get(keyId)
+          if (!m) claimsByKey.set(keyId, m = new Map())
+          return m
         }
-        for (const [keyId, seqs] of seqsByKey) {
-          const m = new Map<number, Claim>()
-          for (const c of yield* repo.liveClaims(keyId, [...seqs])) m.set(c.attestationSeq, c)
-          claimsByKey.set(keyId, m)
+        for (const c of yield* repo.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+        // Claims a key already held are not returned by the insert: read those.
+        const existingByKey = new Map<string, Array<number>>()
+        for (const r of claimRows) {
+          if (claimOf(r.api_key_id).has(r.attestation_seq)) continue
+          let seqs = existingByKey.get(r.api_key_id)
+          if (!seqs) existingByKey.set(r.api_key_id, seqs = [])
+          seqs.push(r.attestation_seq)
+        }
+        for (const [keyId, seqs] of existingByKey) {
+          for (const c of yield* repo.liveClaims(keyId, seqs)) claimOf(keyId).set(c.attestationSeq, c)
         }
 
         const announced = new Set<string>()

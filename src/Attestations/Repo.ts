@@ -117,22 +117,26 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         (rows) => (rows[0] ? toAttestation(rows[0]) : undefined)
       )
 
-    /** Inserts rows whose hash is new; a row that lost a race to another writer is skipped. */
+    /**
+     * Inserts rows whose hash is new and returns those it inserted; a row that lost
+     * a race to another writer is skipped (not returned), so callers look it up.
+     */
     const insertIfAbsent = (rows: ReadonlyArray<NewAttestationRow>) =>
-      Effect.forEach(
-        chunks(rows),
-        (part) => sql`INSERT INTO attestations ${sql.insert(part as Array<any>)} ON CONFLICT (hash_hex) DO NOTHING`,
-        { discard: true }
+      Effect.map(
+        Effect.forEach(chunks(rows), (part) =>
+          sql<AttestationRow>`INSERT INTO attestations ${sql.insert(part as Array<any>)}
+            ON CONFLICT (hash_hex) DO NOTHING RETURNING *`),
+        (parts) => parts.flat().map(toAttestation)
       )
 
+    /** Inserts claims a key does not hold yet and returns the inserted ones. */
     const insertClaimsIfAbsent = (rows: ReadonlyArray<NewClaimRow>) =>
-      Effect.forEach(
-        chunks(rows),
-        (part) =>
-          sql`INSERT INTO claims ${
+      Effect.map(
+        Effect.forEach(chunks(rows), (part) =>
+          sql<ClaimRow>`INSERT INTO claims ${
             sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })) as Array<any>)
-          } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING`,
-        { discard: true }
+          } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING *`),
+        (parts) => parts.flat().map(toClaim)
       )
 
     /** Live claims of `keyId` on the given attestations. */

@@ -1,7 +1,7 @@
 /** HTTP contract of attesting, verifying and looking up attestations. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
 import { Jwk } from "../Domain/Jwk.js"
 import {
@@ -74,12 +74,14 @@ export class AttestationsApi extends HttpApiGroup.make("attestations")
         OpenApi.Description,
         "201 with status `created` for a new hash; 200 with status `existing` when the hash was already attested (idempotent)."
       )
+      .annotate(OpenApi.Override, requiredScopes("attest"))
   )
   .add(
     HttpApiEndpoint.post("attestBatch", "/attest/batch")
       .setPayload(AttestBatchPayload)
       .addSuccess(AttestBatchResponse)
       .annotate(OpenApi.Summary, "Attest up to 100 digests (scope attest or batch)")
+      .annotate(OpenApi.Override, requiredScopes("attest", "batch"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

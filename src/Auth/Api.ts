@@ -3,7 +3,7 @@ import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { AuthError, Forbidden, QuotaExceeded, RateLimited } from "../Domain/Errors.js"
 import type { ShareToken } from "../ShareTokens/Repo.js"
-import type { ApiKey } from "./Domain.js"
+import type { ApiKey, Scope } from "./Domain.js"
 
 /** Who is calling: an API key, or a share token (read-only, for the attestations it lists). */
 export type Principal =
@@ -18,6 +18,15 @@ export const bearer = HttpApiSecurity.bearer.pipe(
     "API key (`atk_live_…` / `atk_test_…`) as `Authorization: Bearer <key>`; each operation names the scope it needs. Share tokens (`shr_…`) are accepted on GET …/metadata and GET …/tags for the attestations they list."
   )
 )
+
+/**
+ * Documents the scopes an operation needs: OpenAPI 3.1 allows role names in a
+ * non-OAuth security requirement; alternatives are OR-ed, as the checks are.
+ */
+export const requiredScopes = (...alternatives: ReadonlyArray<Scope>) => ({
+  security: alternatives.map((scope) => ({ bearer: [scope] })),
+  "x-required-scopes": alternatives
+})
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Auth/Authentication", {
   failure: Schema.Union(AuthError, Forbidden, RateLimited, QuotaExceeded),

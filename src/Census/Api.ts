@@ -1,7 +1,7 @@
 /** HTTP contract of organisation inventory (scan, stats) and HMAC-derived lists. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
 import {
   AuthErrorEnvelope,
@@ -83,40 +83,47 @@ export class CensusApi extends HttpApiGroup.make("census")
       .setPayload(ScanRequest)
       .addSuccess(ScanResult)
       .annotate(OpenApi.Summary, "Compare suspect hashes with the organisation's inventory (scope scan, key with org_id; 5 per hour)")
+      .annotate(OpenApi.Override, requiredScopes("scan"))
   )
   .add(
     HttpApiEndpoint.get("inventoryStats", "/inventory/stats")
       .addSuccess(InventoryStats)
       .annotate(OpenApi.Summary, "Inventory statistics of the organisation (scope batch, key with org_id)")
+      .annotate(OpenApi.Override, requiredScopes("batch"))
   )
   .add(
     HttpApiEndpoint.post("createList", "/derived-lists")
       .setPayload(DerivedListCreate)
       .addSuccess(DerivedListCreated, { status: 201 })
       .annotate(OpenApi.Summary, "Create an HMAC-derived list for third-party matching (scope census, key with org_id)")
+      .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .add(
     HttpApiEndpoint.get("lists", "/derived-lists")
       .addSuccess(Schema.Struct({ derived_lists: Schema.Array(DerivedListInfo) }))
       .annotate(OpenApi.Summary, "The organisation's derived lists (scope census)")
+      .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .add(
     HttpApiEndpoint.get("getList", "/derived-lists/:list_id")
       .setPath(ListPath)
       .addSuccess(DerivedListInfo)
       .annotate(OpenApi.Summary, "One derived list, without its key or values (scope census)")
+      .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .add(
     HttpApiEndpoint.get("listAccessLog", "/derived-lists/:list_id/access-log")
       .setPath(ListPath)
       .addSuccess(DerivedListAccessLog)
       .annotate(OpenApi.Summary, "Every match attempt with the client address and outcome (scope census)")
+      .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .add(
     HttpApiEndpoint.del("revokeList", "/derived-lists/:list_id")
       .setPath(ListPath)
       .addSuccess(Schema.Struct({ id: Schema.String, revoked: Schema.Literal(true) }))
       .annotate(OpenApi.Summary, "Revoke a derived list (scope census)")
+      .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AttestationPath, ExtraData, Source } from "../Attestations/Api.js"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
   AuthErrorEnvelope,
   ForbiddenEnvelope,
@@ -38,6 +38,7 @@ export class ClaimsApi extends HttpApiGroup.make("claims")
       .setPath(AttestationPath)
       .addSuccess(Metadata)
       .annotate(OpenApi.Summary, "Read the caller's claim (scope metadata:read, or a share token listing the attestation)")
+      .annotate(OpenApi.Override, requiredScopes("metadata:read"))
   )
   .add(
     HttpApiEndpoint.patch("patchMetadata", "/attestation/:id/metadata")
@@ -47,12 +48,14 @@ export class ClaimsApi extends HttpApiGroup.make("claims")
       .addSuccess(Metadata)
       .addError(PreconditionFailedEnvelope)
       .annotate(OpenApi.Summary, "Update source / extra_data (scope metadata:write); If-Match guards concurrent updates (412)")
+      .annotate(OpenApi.Override, requiredScopes("metadata:write"))
   )
   .add(
     HttpApiEndpoint.del("deleteMetadata", "/attestation/:id/metadata")
       .setPath(AttestationPath)
       .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
       .annotate(OpenApi.Summary, "Soft-delete the caller's claim (scope metadata:write)")
+      .annotate(OpenApi.Override, requiredScopes("metadata:write"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

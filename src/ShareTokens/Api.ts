@@ -1,7 +1,7 @@
 /** HTTP contract of share tokens: read-only, per-attestation access to a key's claim metadata and tags. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
   AuthErrorEnvelope,
   ForbiddenEnvelope,
@@ -61,29 +61,34 @@ export class ShareTokensApi extends HttpApiGroup.make("shareTokens")
       .setPayload(ShareTokenCreate)
       .addSuccess(ShareTokenCreated, { status: 201 })
       .annotate(OpenApi.Summary, "Create a share token for attestations the caller holds claims on (scope share)")
+      .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .add(
     HttpApiEndpoint.get("list", "/share-tokens")
       .addSuccess(Schema.Struct({ share_tokens: Schema.Array(ShareTokenInfo) }))
       .annotate(OpenApi.Summary, "The caller's share tokens (scope share)")
+      .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .add(
     HttpApiEndpoint.get("get", "/share-tokens/:token_id")
       .setPath(TokenPath)
       .addSuccess(ShareTokenInfo)
       .annotate(OpenApi.Summary, "One share token's info (scope share)")
+      .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .add(
     HttpApiEndpoint.del("revoke", "/share-tokens/:token_id")
       .setPath(TokenPath)
       .addSuccess(Schema.Struct({ id: Schema.String, revoked: Schema.Literal(true) }))
       .annotate(OpenApi.Summary, "Revoke a share token (scope share)")
+      .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .add(
     HttpApiEndpoint.get("accessLog", "/share-tokens/:token_id/access-log")
       .setPath(TokenPath)
       .addSuccess(AccessLog)
       .annotate(OpenApi.Summary, "Every use of the token with the client address (scope share; owner only)")
+      .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

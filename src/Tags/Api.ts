@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { AttestationPath } from "../Attestations/Api.js"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
 import {
   AuthErrorEnvelope,
@@ -43,24 +43,28 @@ export class TagsApi extends HttpApiGroup.make("tags")
       .setPayload(TagsPut)
       .addSuccess(TagList)
       .annotate(OpenApi.Summary, "Upsert tags on the caller's claim (scope tags:write; at most 50 per claim)")
+      .annotate(OpenApi.Override, requiredScopes("tags:write"))
   )
   .add(
     HttpApiEndpoint.get("getTags", "/attestation/:id/tags")
       .setPath(AttestationPath)
       .addSuccess(TagList)
       .annotate(OpenApi.Summary, "Read the caller's tags (scope tags:read, or a share token listing the attestation)")
+      .annotate(OpenApi.Override, requiredScopes("tags:read"))
   )
   .add(
     HttpApiEndpoint.del("deleteTag", "/attestation/:id/tags/:key")
       .setPath(Schema.Struct({ id: Schema.String, key: Schema.String }))
       .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
       .annotate(OpenApi.Summary, "Delete one tag by key (scope tags:write); 404 when absent")
+      .annotate(OpenApi.Override, requiredScopes("tags:write"))
   )
   .add(
     HttpApiEndpoint.post("queryTags", "/tags/query")
       .setPayload(TagQuery)
       .addSuccess(TagQueryResult)
       .annotate(OpenApi.Summary, "Attestations whose caller-owned plaintext tags match every condition (scope tags:read)")
+      .annotate(OpenApi.Override, requiredScopes("tags:read"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

@@ -1,7 +1,7 @@
 /** HTTP contract of signed webhooks for T1/T2 upgrades. */
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
   AuthErrorEnvelope,
   ForbiddenEnvelope,
@@ -59,23 +59,27 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
         OpenApi.Description,
         "Deliveries: POST JSON with X-Service-Event, X-Service-Delivery and X-Service-Signature: sha256=<HMAC-SHA256(raw body, signing_secret)>. Production requires https:// to a public address. A webhook hears about attestations on which the registering key holds a claim."
       )
+      .annotate(OpenApi.Override, requiredScopes("webhook"))
   )
   .add(
     HttpApiEndpoint.get("list", "/webhooks")
       .addSuccess(Schema.Struct({ webhooks: Schema.Array(WebhookItem) }))
       .annotate(OpenApi.Summary, "The caller's webhooks (scope webhook)")
+      .annotate(OpenApi.Override, requiredScopes("webhook"))
   )
   .add(
     HttpApiEndpoint.del("remove", "/webhook/:webhook_id")
       .setPath(WebhookPath)
       .addSuccess(Schema.Struct({ deleted: Schema.Literal(true) }))
       .annotate(OpenApi.Summary, "Delete a webhook (scope webhook); retries in flight keep its old secret")
+      .annotate(OpenApi.Override, requiredScopes("webhook"))
   )
   .add(
     HttpApiEndpoint.get("deliveries", "/webhook/:webhook_id/deliveries")
       .setPath(WebhookPath)
       .addSuccess(Schema.Struct({ deliveries: Schema.Array(DeliveryItem) }))
       .annotate(OpenApi.Summary, "The last 100 deliveries, newest first (scope webhook)")
+      .annotate(OpenApi.Override, requiredScopes("webhook"))
   )
   .addError(ValidationErrorEnvelope)
   .addError(AuthErrorEnvelope)

@@ -73,4 +73,20 @@ describe("OpenAPI document", () => {
     expect(Object.keys(attest.responses)).toEqual(expect.arrayContaining(["201", "400", "401", "403", "429"]))
     expect(JSON.stringify(doc.components.schemas)).toContain("VALIDATION_ERROR")
   })
+
+  it("documents the scope each keyed operation needs, alternatives OR-ed", async () => {
+    const doc = (await client(server.url).get("/v1/openapi.json")).body
+    const security = (path: string, method: string) => doc.paths[path]?.[method]?.security
+    expect(security("/v1/attest", "post")).toEqual([{ bearer: ["attest"] }])
+    expect(security("/v1/attest/batch", "post")).toEqual([{ bearer: ["attest"] }, { bearer: ["batch"] }])
+    expect(security("/v1/attestation/{id}/metadata", "patch")).toEqual([{ bearer: ["metadata:write"] }])
+    expect(security("/v1/tags/query", "post")).toEqual([{ bearer: ["tags:read"] }])
+    expect(security("/v1/share-tokens", "post")).toEqual([{ bearer: ["share"] }])
+    expect(security("/v1/webhook/register", "post")).toEqual([{ bearer: ["webhook"] }])
+    expect(security("/v1/scan", "post")).toEqual([{ bearer: ["scan"] }])
+    expect(security("/v1/inventory/stats", "get")).toEqual([{ bearer: ["batch"] }])
+    expect(security("/v1/derived-lists", "post")).toEqual([{ bearer: ["census"] }])
+    // public operations need nothing
+    expect(security("/v1/verify", "post") ?? []).toEqual([])
+  })
 })

@@ -8,7 +8,6 @@ import {
   AuthErrorEnvelope,
   ForbiddenEnvelope,
   NotFoundEnvelope,
-  QuotaExceededEnvelope,
   RateLimitedEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
@@ -84,10 +83,6 @@ export class AttestationsApi extends HttpApiGroup.make("attestations")
       .annotate(OpenApi.Override, requiredScopes("attest", "batch"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
-  .addError(RateLimitedEnvelope)
-  .addError(QuotaExceededEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Attestation")
 {}

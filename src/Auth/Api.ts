@@ -1,7 +1,7 @@
 /** The bearer-key middleware contract shared by every authenticated group. */
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
-import { AuthError, Forbidden, QuotaExceeded, RateLimited } from "../Domain/Errors.js"
+import { AuthErrorEnvelope, ForbiddenEnvelope, QuotaExceededEnvelope, RateLimitedEnvelope } from "../Http/Envelope.js"
 import type { ShareToken } from "../ShareTokens/Repo.js"
 import type { ApiKey, Scope } from "./Domain.js"
 
@@ -29,7 +29,8 @@ export const requiredScopes = (...alternatives: ReadonlyArray<Scope>) => ({
 })
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Auth/Authentication", {
-  failure: Schema.Union(AuthError, Forbidden, RateLimited, QuotaExceeded),
+  // Every group behind this middleware documents these envelopes through it.
+  failure: Schema.Union(AuthErrorEnvelope, ForbiddenEnvelope, RateLimitedEnvelope, QuotaExceededEnvelope),
   provides: CurrentPrincipal,
   security: { bearer }
 }) {}

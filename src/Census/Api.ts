@@ -5,7 +5,6 @@ import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
 import {
   AuthErrorEnvelope,
-  ForbiddenEnvelope,
   NotFoundEnvelope,
   RateLimitedEnvelope,
   ValidationErrorEnvelope
@@ -126,10 +125,7 @@ export class CensusApi extends HttpApiGroup.make("census")
       .annotate(OpenApi.Override, requiredScopes("census"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
   .addError(NotFoundEnvelope)
-  .addError(RateLimitedEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Organisations")
 {}

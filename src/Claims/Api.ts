@@ -4,11 +4,8 @@ import { Schema } from "effect"
 import { AttestationPath, ExtraData, Source } from "../Attestations/Api.js"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
-  AuthErrorEnvelope,
-  ForbiddenEnvelope,
   NotFoundEnvelope,
   PreconditionFailedEnvelope,
-  RateLimitedEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
 
@@ -58,10 +55,7 @@ export class ClaimsApi extends HttpApiGroup.make("claims")
       .annotate(OpenApi.Override, requiredScopes("metadata:write"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
   .addError(NotFoundEnvelope)
-  .addError(RateLimitedEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Claim metadata")
 {}

@@ -3,10 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
-  AuthErrorEnvelope,
-  ForbiddenEnvelope,
   NotFoundEnvelope,
-  RateLimitedEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
 import { SHARE_TOKEN_MAX_EXPIRES_IN, SHARE_TOKEN_MAX_IDS } from "./Domain.js"
@@ -91,10 +88,7 @@ export class ShareTokensApi extends HttpApiGroup.make("shareTokens")
       .annotate(OpenApi.Override, requiredScopes("share"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
   .addError(NotFoundEnvelope)
-  .addError(RateLimitedEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Share tokens")
 {}

@@ -5,10 +5,7 @@ import { AttestationPath } from "../Attestations/Api.js"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"
 import {
-  AuthErrorEnvelope,
-  ForbiddenEnvelope,
   NotFoundEnvelope,
-  RateLimitedEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
 import { Tag, TAG_QUERY_CONDITIONS_MAX, TAG_QUERY_LIMIT_MAX, TAGS_PER_CLAIM_MAX } from "./Domain.js"
@@ -67,10 +64,7 @@ export class TagsApi extends HttpApiGroup.make("tags")
       .annotate(OpenApi.Override, requiredScopes("tags:read"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
   .addError(NotFoundEnvelope)
-  .addError(RateLimitedEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Tags")
 {}

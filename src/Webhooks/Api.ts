@@ -3,10 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {
-  AuthErrorEnvelope,
-  ForbiddenEnvelope,
   NotFoundEnvelope,
-  RateLimitedEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
 import { WEBHOOK_EVENTS, WEBHOOK_LABEL_MAX } from "./Domain.js"
@@ -82,10 +79,7 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
       .annotate(OpenApi.Override, requiredScopes("webhook"))
   )
   .addError(ValidationErrorEnvelope)
-  .addError(AuthErrorEnvelope)
-  .addError(ForbiddenEnvelope)
   .addError(NotFoundEnvelope)
-  .addError(RateLimitedEnvelope)
   .middleware(Authentication)
   .annotate(OpenApi.Title, "Webhooks")
 {}

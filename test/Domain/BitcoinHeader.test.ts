@@ -33,7 +33,7 @@ describe("Bitcoin block headers", () => {
   it("checks proof of work against nBits", () => {
     expect(meetsTarget(headerBytes(GENESIS))).toBe(true)
     const tampered = headerBytes(GENESIS)
-    tampered[79] ^= 1
+    tampered[79] = tampered[79]! ^ 1
     expect(meetsTarget(tampered)).toBe(false)
     expect(targetFromBits(0x1d00ffff)).toBe(0xffffn << 208n)
   })

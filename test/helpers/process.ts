@@ -8,10 +8,10 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, statSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
-import { dirname, join, resolve } from "node:path"
+import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 
@@ -29,9 +29,33 @@ const Database = createRequire(import.meta.url)("better-sqlite3") as new (
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const BIN = join(REPO_ROOT, "dist", "bin.js")
 
-/** Throws a clear error when dist/ has not been built (`npx tsc -p tsconfig.build.json`). */
+/** The src/ files whose compiled dist/ counterpart is missing or older than the source. */
+export const staleDistFiles = (root = REPO_ROOT): Array<string> => {
+  const stale: Array<string> = []
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const rel = join(dir, entry.name)
+      if (entry.isDirectory()) walk(rel)
+      else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) {
+        const out = join(root, "dist", relative("src", rel).replace(/\.ts$/, ".js"))
+        if (!existsSync(out) || statSync(out).mtimeMs < statSync(join(root, rel)).mtimeMs) stale.push(rel)
+      }
+    }
+  }
+  walk("src")
+  return stale
+}
+
+/**
+ * Throws a clear error when dist/ is missing or older than src/: process tests
+ * must never silently run yesterday's build (`npm test` builds first).
+ */
 export const requireDist = (): void => {
-  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build it first with npx tsc -p tsconfig.build.json`)
+  if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build it first with npm run build`)
+  const stale = staleDistFiles()
+  if (stale.length > 0) {
+    throw new Error(`dist/ is older than ${stale.length} source file(s) (${stale.slice(0, 3).join(", ")}…): run npm run build`)
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -1,12 +1,20 @@
 import { defineConfig } from "vitest/config"
 
+// Two projects, both run by `npm test`: `unit` (in-process, fast) and `processes`
+// (real child processes: kill -9 loops, several instances on one database, soaks).
+// A developer iterating runs `npx vitest --project unit`.
+const PROCESS_SUITES = ["test/**/kill.test.ts", "test/**/multi.test.ts", "test/**/soak*.test.ts"]
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    reporters: ["default"]
+    reporters: ["default"],
+    projects: [
+      { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: PROCESS_SUITES } },
+      { extends: true, test: { name: "processes", include: PROCESS_SUITES } }
+    ]
   }
 })

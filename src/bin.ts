@@ -35,7 +35,8 @@ const FLAGS = {
   "demo-confirm-delay": "ATTESTD_DEMO_CONFIRM_DELAY",
   "trust-proxy": "ATTESTD_TRUST_PROXY",
   "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
-  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES"
+  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
+  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT"
 } as const
 
 const settingOptions = Options.all(

@@ -15,7 +15,7 @@ interface Outcome {
   readonly hash: string
   /** When the request body had been handed to the kernel. */
   sentAt: number | undefined
-  status?: number
+  status?: number | undefined
   id?: string
   error?: string
 }

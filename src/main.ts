@@ -14,6 +14,7 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
 import { AccessLogLive } from "./Http/AccessLog.js"
+import { DrainLive, makeDrainer } from "./Http/Drain.js"
 import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
@@ -142,13 +143,14 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const fastLane = makeFastLaneHolder()
-  const http = HttpApiBuilder.serve(edge).pipe(
+  const drainer = makeDrainer()
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
     Layer.merge(FastLaneLive(fastLane)),
     Layer.merge(AccessLogLive(fastLane)),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane), { port: config.port, host: config.host }))
-  )
+    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane, drainer), { port: config.port, host: config.host }))
+  )))
   const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))
 }

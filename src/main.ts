@@ -12,6 +12,7 @@ import { Authenticator, AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
+import { DrainLive, makeDrainer } from "./Http/Drain.js"
 import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
@@ -146,12 +147,13 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const fastLane = makeFastLaneHolder()
-  const http = HttpApiBuilder.serve(edge).pipe(
+  const drainer = makeDrainer()
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
     Layer.merge(FastLaneLive(fastLane)),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane), { port: config.port, host: config.host }))
-  )
+    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane, drainer), { port: config.port, host: config.host }))
+  )))
   const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return served.pipe(Layer.provideMerge(AppLive(config, options)))
 }

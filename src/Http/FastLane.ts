@@ -21,6 +21,7 @@ import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
 import { errorParts, rateLimitHeaders } from "./Envelope.js"
+import type { Drainer } from "./Drain.js"
 import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => boolean
@@ -32,14 +33,16 @@ export interface FastLaneHolder {
 export const makeFastLaneHolder = (): FastLaneHolder => ({ handle: undefined })
 
 /** A node:http server whose request listeners first offer each request to the fast lane. */
-export const serverWithFastLane = (holder: FastLaneHolder) => (): Server => {
+export const serverWithFastLane = (holder: FastLaneHolder, drainer?: Drainer) => (): Server => {
   const server = createServer()
+  if (drainer) drainer.server = server
   const wrappers = new Map<unknown, (...args: Array<any>) => void>()
   const on = server.on.bind(server)
   const off = server.off.bind(server)
   server.on = ((event: string, listener: (...args: Array<any>) => void) => {
     if (event !== "request") return on(event, listener)
     const wrapped = (req: IncomingMessage, res: ServerResponse) => {
+      drainer?.track(req, res)
       if (!holder.handle?.(req, res)) listener(req, res)
     }
     wrappers.set(listener, wrapped)

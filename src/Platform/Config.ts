@@ -173,3 +173,9 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
 }
 
 export const currentConfig = Effect.map(AppConfig, (c) => c)
+
+/**
+ * ATTESTD_SHUTDOWN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take to
+ * finish before their connections are closed (default 10s).
+ */
+export const shutdownTimeout = duration("ATTESTD_SHUTDOWN_TIMEOUT", "10s")

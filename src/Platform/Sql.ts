@@ -27,7 +27,10 @@ const sqliteLayer = (url: string) => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql.unsafe("PRAGMA busy_timeout = 10000")
-      yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+      // FULL, not NORMAL: in WAL mode NORMAL may lose the last committed transactions on
+      // power loss, and an acknowledged T0 (or a sealed batch, an anchor, a webhook outbox
+      // row) must survive it. Group commit amortises the extra fsync per commit.
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
       yield* sql.unsafe("PRAGMA foreign_keys = ON")
     })
   )

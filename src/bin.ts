@@ -13,6 +13,7 @@ import { parseCidr } from "./Auth/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { AppLive, DatabaseLive, ServerLive } from "./main.js"
+import { LoggingLive } from "./Platform/Logging.js"
 import { AppConfig, appConfig } from "./Platform/Config.js"
 import { backup, restore } from "./Platform/Backup.js"
 import { migrate } from "./Platform/Sql.js"
@@ -235,4 +236,4 @@ const attestd = Command.make("attestd").pipe(
 
 const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: false }))
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), Effect.provide(LoggingLive({ toStderr: !["serve", "worker"].includes(process.argv[2] ?? "") })), NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true }))

@@ -23,11 +23,14 @@ import { INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFrom
 import { errorParts, rateLimitHeaders } from "./Envelope.js"
 import type { Drainer } from "./Drain.js"
 import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { requestMetas } from "./AccessLog.js"
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => boolean
 
 export interface FastLaneHolder {
   handle: Handler | undefined
+  /** Sees every request first (metrics and the access log); set by AccessLogLive. */
+  observe?: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
 }
 
 export const makeFastLaneHolder = (): FastLaneHolder => ({ handle: undefined })
@@ -42,6 +45,7 @@ export const serverWithFastLane = (holder: FastLaneHolder, drainer?: Drainer) =>
   server.on = ((event: string, listener: (...args: Array<any>) => void) => {
     if (event !== "request") return on(event, listener)
     const wrapped = (req: IncomingMessage, res: ServerResponse) => {
+      holder.observe?.(req, res)
       drainer?.track(req, res)
       if (!holder.handle?.(req, res)) listener(req, res)
     }
@@ -118,6 +122,7 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
         path,
         rateLimit: undefined
       }
+      requestMetas.set(req, meta)
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {

@@ -92,6 +92,8 @@ export interface AppConfigShape {
   readonly publicRateLimit: Option.Option<number>
   readonly scanMaxHashes: number
   readonly defaultRateLimit: number
+  /** ATTESTD_METRICS_PORT: the Prometheus listener (none when unset; 0: any free port). */
+  readonly metricsPort: Option.Option<number>
 }
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
@@ -119,7 +121,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   publicRateLimit: Config.option(Config.integer("ATTESTD_PUBLIC_RATE_LIMIT")),
   scanMaxHashes: Config.integer("ATTESTD_SCAN_MAX_HASHES").pipe(Config.withDefault(50_000)),
-  defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000))
+  defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000)),
+  metricsPort: Config.option(Config.integer("ATTESTD_METRICS_PORT").pipe(
+    Config.validate({ message: "ATTESTD_METRICS_PORT must be 0..65535", validation: (p) => p >= 0 && p <= 65535 })
+  ))
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -168,6 +173,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     publicRateLimit: Option.none(),
     scanMaxHashes: 50_000,
     defaultRateLimit: 1000,
+    metricsPort: Option.none(),
     ...overrides
   })
 }

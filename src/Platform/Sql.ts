@@ -52,7 +52,16 @@ export const layerFromUrl = (url: string, options: { readonly maxConnections?: n
  */
 export const migrate = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" })
+  const started = Date.now()
+  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" }).pipe(
+    Effect.tap((applied) =>
+      applied.length === 0
+        ? Effect.logDebug("database schema is up to date")
+        : Effect.logInfo(
+          `applied ${applied.length} migration(s) in ${Date.now() - started} ms: ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`
+        )
+    )
+  )
   return yield* sql.onDialectOrElse({
     pg: () =>
       Effect.scoped(Effect.gen(function*() {

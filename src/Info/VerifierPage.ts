@@ -23,14 +23,19 @@ export const SEA_ASSET = "verifier.html"
 /** The page template: the single-executable asset when running as one, else the build output. */
 export const loadVerifierPage = (): string | null => {
   try {
-    const sea = createRequire(import.meta.url)("node:sea") as { isSea?: () => boolean; getAsset: (k: string, enc: string) => string }
+    const load = typeof require === "function" ? require : createRequire(import.meta.url)
+    const sea = load("node:sea") as { isSea?: () => boolean; getAsset: (k: string, enc: string) => string }
     if (sea.isSea?.() === true) return sea.getAsset(SEA_ASSET, "utf8")
   } catch {
     // not a single executable (or a Node without node:sea)
   }
-  const here = dirname(fileURLToPath(import.meta.url))
-  for (const candidate of [join(here, "..", "verifier", "page.html"), join(here, "..", "..", "dist", "verifier", "page.html")]) {
-    if (existsSync(candidate)) return readFileSync(candidate, "utf8")
+  try {
+    const here = dirname(fileURLToPath(import.meta.url))
+    for (const candidate of [join(here, "..", "verifier", "page.html"), join(here, "..", "..", "dist", "verifier", "page.html")]) {
+      if (existsSync(candidate)) return readFileSync(candidate, "utf8")
+    }
+  } catch {
+    // bundled without import.meta (the single executable): only the asset applies
   }
   return null
 }

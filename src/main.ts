@@ -23,7 +23,7 @@ import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
-import { AnchorsLive } from "./Anchoring/Http.js"
+import { AnchorsLive, SimulatedChainLive } from "./Anchoring/Http.js"
 import { AnchoringRepo } from "./Anchoring/Repo.js"
 import { ShareTokenRepo } from "./ShareTokens/Repo.js"
 import { ShareTokensLive } from "./ShareTokens/Http.js"
@@ -41,7 +41,9 @@ import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
 import { layerHttp as CalendarHttp, OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
-import { layerSimulated as CalendarSimulated } from "./Platform/Calendar/SimulatedCalendar.js"
+import { layerSimulatedChain } from "./Platform/Calendar/SimulatedChain.js"
+import { layerEsplora, layerNone as NoBitcoinSources, type BitcoinHeaderSources } from "./Platform/Bitcoin/HeaderSources.js"
+import type { SqlClient } from "@effect/sql"
 import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
@@ -78,14 +80,23 @@ const TsaUnmetered = (config: AppConfigShape): Layer.Layer<TsaClient> =>
     })).pipe(Layer.orDie)
     : Layer.orDie(TsaDemo(config.dataDir))
 
-/** The OpenTimestamps calendars: the configured ones, or the embedded simulated calendar. */
-export const CalendarLive = (config: AppConfigShape): Layer.Layer<OtsCalendar> =>
-  Layer.map(
-    config.otsCalendars.length > 0
-      ? CalendarHttp({ urls: config.otsCalendars })
-      : CalendarSimulated({ confirmDelayMs: Duration.toMillis(config.demoConfirmDelay) }),
-    (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar)))
-  )
+/**
+ * The OpenTimestamps calendars (metered) and Bitcoin header sources: the
+ * configured ones, or the embedded simulated calendar whose chain (in the
+ * database) is also the header source. Configured calendars without sources
+ * reach no T2 (demo only; production refuses to start without sources).
+ */
+export const CalendarLive = (
+  config: AppConfigShape
+): Layer.Layer<OtsCalendar | BitcoinHeaderSources, never, SqlClient.SqlClient> => {
+  const sources = config.bitcoinSources.length > 0 ? layerEsplora({ sources: config.bitcoinSources }) : NoBitcoinSources
+  const simulated = layerSimulatedChain({ confirmDelayMs: Duration.toMillis(config.demoConfirmDelay) })
+  const calendars = config.otsCalendars.length > 0
+    ? Layer.merge(CalendarHttp({ urls: config.otsCalendars }), sources)
+    // Configured sources take the place of the simulated chain as header source (the later layer wins).
+    : config.bitcoinSources.length > 0 ? Layer.merge(simulated, sources) : simulated
+  return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
+}
 
 /** Domain services over the database, signer, TSA, calendars and clock. */
 export const ServicesLive = (config: AppConfigShape) =>
@@ -114,7 +125,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )

@@ -80,6 +80,8 @@ export interface AppConfigShape {
   readonly tsaUrls: ReadonlyArray<string>
   readonly tsaCaFile: Option.Option<string>
   readonly otsCalendars: ReadonlyArray<string>
+  /** Esplora-compatible base URLs the upgrader asks for Bitcoin block headers (all must agree). */
+  readonly bitcoinSources: ReadonlyArray<string>
   readonly sealInterval: Duration.Duration
   readonly anchorInterval: Duration.Duration
   readonly otsUpgradeInterval: Duration.Duration
@@ -107,6 +109,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   tsaUrls: urlList("ATTESTD_TSA_URL"),
   tsaCaFile: Config.option(Config.string("ATTESTD_TSA_CA_FILE")),
   otsCalendars: urlList("ATTESTD_OTS_CALENDARS"),
+  bitcoinSources: urlList("ATTESTD_BITCOIN_SOURCES"),
   sealInterval: duration("ATTESTD_SEAL_INTERVAL", "60s"),
   anchorInterval: duration("ATTESTD_ANCHOR_INTERVAL", "24h"),
   otsUpgradeInterval: duration("ATTESTD_OTS_UPGRADE_INTERVAL", "10m"),
@@ -132,6 +135,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         )
       )
     }
+    if (c.mode === "production" && c.bitcoinSources.length === 0) {
+      return Either.left(
+        ConfigError.MissingData(
+          ["ATTESTD_BITCOIN_SOURCES"],
+          "production mode refuses to start without ATTESTD_BITCOIN_SOURCES (comma-separated Esplora-compatible base URLs, e.g. https://blockstream.info/api): T2 needs the Bitcoin block header of every anchor"
+        )
+      )
+    }
     return Either.right({
       ...c,
       databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
@@ -151,6 +162,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     tsaUrls: [],
     tsaCaFile: Option.none(),
     otsCalendars: [],
+    bitcoinSources: [],
     sealInterval: Duration.seconds(60),
     anchorInterval: Duration.hours(24),
     otsUpgradeInterval: Duration.minutes(10),

@@ -31,6 +31,8 @@ export const startTestServer = async (
     dataDir: db.dataDir,
     port: 0,
     sealInterval: Duration.hours(24),
+    // Test calendars (startSimulatedCalendarServer) also answer the Esplora header endpoints of their chain.
+    ...(overrides.otsCalendars !== undefined ? { bitcoinSources: overrides.otsCalendars } : {}),
     ...overrides
   })
   const server = await startServer(config)

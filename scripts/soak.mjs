@@ -100,12 +100,12 @@ const makeProcess = (name, args, env, port) => {
     p.child.kill(signal)
     await p.exited
   }
-  p.ready = async (timeoutMs = 30_000) => {
+  p.ready = async (timeoutMs = 120_000) => {
     const deadline = Date.now() + timeoutMs
     while (Date.now() < deadline) {
       if (!p.url) return
       try {
-        const r = await fetch(`${p.url}/v1/healthz`, { signal: AbortSignal.timeout(1000) })
+        const r = await fetch(`${p.url}/v1/healthz`, { signal: AbortSignal.timeout(5000) })
         await r.arrayBuffer()
         if (r.status === 200) return
       } catch {

@@ -7,8 +7,9 @@
  * 1. let the event loop take in what is already on the wire (connections in
  *    the accept queue, request bytes in socket buffers), then stop listening;
  * 2. every response from now on carries `Connection: close`;
- * 3. wait until no request is in flight (bounded by ATTESTD_SHUTDOWN_TIMEOUT),
- *    then close idle keep-alive connections, or every connection on timeout.
+ * 3. wait until no request is in flight and none has arrived for 250 ms (bounded
+ *    by ATTESTD_SHUTDOWN_TIMEOUT), then close idle keep-alive connections, or every
+ *    connection on timeout.
  *
  * Then the HTTP server, the workers (a seal / anchor / delivery transaction in
  * progress commits or rolls back as its fiber is interrupted) and the database
@@ -27,16 +28,21 @@ export interface Drainer {
   server: Server | undefined
 }
 
+/** How long the server must see no request before idle keep-alive connections are closed. */
+const QUIET_MS = 250
+
 const turn = () => new Promise<void>((r) => setImmediate(r))
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 export const makeDrainer = (): Drainer => {
   const inFlight = new Set<ServerResponse>()
   let draining = false
+  let requests = 0
   const drainer: Drainer = {
     server: undefined,
     track: (_req, res) => {
       inFlight.add(res)
+      requests++
       if (draining) res.shouldKeepAlive = false
       const done = () => inFlight.delete(res)
       res.once("finish", done)
@@ -54,11 +60,17 @@ export const makeDrainer = (): Drainer => {
       // accepted a moment ago whose request is not parsed yet still looks idle.
       if (server.listening) await new Promise<void>((r) => NetServer.prototype.close.call(server, () => r()))
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false
-      // Quiet twice in a row (20 ms apart): late-parsed requests have shown up by then.
-      let quiet = 0
+      // Then a quiet period: a keep-alive client may have written its next request just
+      // before the signal, on a connection the server has not read yet (a loaded machine
+      // can take tens of ms to get there); such a request is answered (with Connection:
+      // close) rather than reset. Each request seen restarts the quiet period.
+      let quietSince = inFlight.size === 0 ? Date.now() : undefined
+      let seen = requests
       while (Date.now() < deadline) {
-        quiet = inFlight.size === 0 ? quiet + 1 : 0
-        if (quiet >= 2) break
+        if (inFlight.size > 0 || requests !== seen) quietSince = undefined
+        else if (quietSince === undefined) quietSince = Date.now()
+        seen = requests
+        if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS) break
         await pause(20)
       }
       const drained = inFlight.size === 0

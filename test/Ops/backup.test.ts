@@ -92,5 +92,5 @@ describe("backup and restore (sqlite)", () => {
     await again.kill("SIGTERM")
     const down = await runCli(restoredEnv, ["healthcheck", "--url", again.url])
     expect(down.code).toBe(1)
-  })
+  }, 240_000)
 })

@@ -37,7 +37,7 @@ export const bytesToBase64 = (bytes: Uint8Array): string => {
 }
 
 /** Standard or URL alphabet, padding optional; throws on any other character. */
-export const base64ToBytes = (s: string): Uint8Array => {
+export const base64ToBytes = (s: string): Uint8Array<ArrayBuffer> => {
   const clean = s.replace(/=+$/, "")
   if (clean.length % 4 === 1) throw new Error("not Base64: bad length")
   const out = new Uint8Array(Math.floor((clean.length * 3) / 4))

@@ -112,10 +112,10 @@ const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
 }
 
 /** Copy any BufferSource view into a fresh, exactly-sized Uint8Array. */
-const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array =>
+const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> =>
   src instanceof ArrayBuffer
     ? new Uint8Array(src.slice(0))
-    : new Uint8Array(src.buffer.slice(src.byteOffset, src.byteOffset + src.byteLength))
+    : Uint8Array.from(new Uint8Array(src.buffer, src.byteOffset, src.byteLength))
 
 /** Unsigned big-endian bytes → bigint. */
 const unsignedToBigInt = (bytes: Uint8Array): bigint => {
@@ -258,8 +258,8 @@ const certificateInfo = (cert: pkijs.Certificate): TokenCertificateInfo => ({
 })
 
 /** All CERTIFICATE blocks of a PEM bundle, as DER. */
-export const pemToDers = (pem: string): Array<Uint8Array> => {
-  const out: Array<Uint8Array> = []
+export const pemToDers = (pem: string): Array<Uint8Array<ArrayBuffer>> => {
+  const out: Array<Uint8Array<ArrayBuffer>> = []
   const re = /-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g
   for (const m of pem.matchAll(re)) out.push(base64ToBytes((m[1] ?? "").replace(/\s+/g, "")))
   return out

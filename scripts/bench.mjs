@@ -9,10 +9,14 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
-//                      (default: baseline, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
+//                      (default: baseline, floor, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
+//   BENCH_FLOOR_HASHES hashes per floor measurement (20000): scripts/bench/floor.mjs measures, in this
+//                      process, signing with a parsed key, a group-committed insert of 64 rows per
+//                      transaction on each store and an indexed lookup; the report sets each
+//                      scenario's server CPU per request beside that floor plus the bare POST's
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
@@ -84,6 +88,7 @@ const log = (...a) => console.log(...a)
 const results = []
 const profiles = {}
 let merkle
+let floor
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -92,6 +97,13 @@ const SECTIONS = [
   {
     name: "baseline",
     run: async () => results.push(...(await benchBare({ scenarios: BARE_SCENARIOS, load, log })))
+  },
+  {
+    name: "floor",
+    run: async () => {
+      const { benchFloor } = await import(new URL("./bench/floor.mjs", import.meta.url).href)
+      floor = await benchFloor({ hashes: envInt("BENCH_FLOOR_HASHES", 20_000), log })
+    }
   },
   {
     name: "sqlite",
@@ -202,11 +214,26 @@ const fmt = (n, digits = 0) => (n === undefined || n === null || Number.isNaN(n)
 
 const baselineOf = (r) => (r.baseline ? results.find((b) => b.scenario === r.baseline) : undefined)
 
+/**
+ * The least server CPU a scenario could cost on this machine: the bare server's µs per request
+ * plus, per hash, what the store must do (sign + a group-committed insert for attest-new, an
+ * indexed lookup for verify and attest-existing), as measured by the floor section.
+ */
+const floorOf = (r) => {
+  const base = baselineOf(r)
+  if (!base?.serverCpuUsPerReq) return undefined
+  if (r.server === "bare" || r.scenario === "trivial-get") return base.serverCpuUsPerReq
+  const store = floor?.[r.db]
+  if (!store) return undefined
+  return base.serverCpuUsPerReq + (r.scenario === "attest-new" ? store.write.cpuUs : store.lookup.cpuUs)
+}
+
 const report = () => {
   const lines = []
   if (results.length > 0) {
     const body = results.map((r) => {
       const base = baselineOf(r)
+      r.floorUs = floorOf(r)
       const ratio = base ? r.rps / base.rps : undefined
       r.ratio = ratio
       const cpu = [r.cpu.server, r.cpu.loadgen, r.cpu.postgres, r.cpu.others].map((x) => (x === undefined ? "-" : `${x}`)).join("/")
@@ -221,16 +248,24 @@ const report = () => {
         bad ? `${r.non2xx}/${r.errors} !!` : `${r.non2xx}/${r.errors}`,
         r.serverCpuUsPerReq === undefined ? "" : fmt(r.serverCpuUsPerReq),
         base && r.serverCpuUsPerReq ? fmt((r.costRatio = base.serverCpuUsPerReq / r.serverCpuUsPerReq), 3) : "",
+        r.floorUs === undefined ? "" : fmt(r.floorUs),
+        r.floorUs && r.serverCpuUsPerReq ? `${fmt(r.serverCpuUsPerReq / r.floorUs, 1)}×` : "",
         cpu
       ]
     })
     lines.push(
-      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7, 8] })
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7, 8, 9, 10] })
     )
     lines.push("")
     lines.push("srv µs/req: server CPU time per request (robust to other load on the machine); cost ratio: the")
     lines.push("baseline's µs/req ÷ this one's. The bare server shares the cores with the load generator, attestd")
     lines.push("mostly does not, so on a quiet machine the req/s ratio comes out ~1.5-2× the cost ratio.")
+    lines.push("floor µs: the bare server's µs/req plus the store's per-hash floor (sign + insert ×64/tx for")
+    lines.push("attest-new, an indexed lookup otherwise); × floor: how far above it attestd's server CPU is.")
+    if (floor) {
+      const f = (x) => (x ? `${fmt(x.cpuUs, 1)} µs CPU (${fmt(x.wallUs, 1)} wall)` : "-")
+      lines.push(`floor per hash: sign ${f(floor.sign)}; sqlite write ${f(floor.sqlite?.write)}, lookup ${f(floor.sqlite?.lookup)}; pg write ${f(floor.pg?.write)}, lookup ${f(floor.pg?.lookup)}`)
+    }
     const gcs = results.filter((r) => r.groupCommit?.meanBatch !== undefined)
     if (gcs.length > 0) {
       lines.push("")
@@ -334,6 +369,7 @@ const main = async () => {
     targets,
     profiles,
     merkle: merkle ?? null,
+    floor: floor ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

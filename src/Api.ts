@@ -3,7 +3,7 @@ import { HttpApi, OpenApi } from "@effect/platform"
 import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
 import { InfoApi } from "./Info/Api.js"
 import { ProofsApi } from "./Sealing/Api.js"
-import { AnchorsApi } from "./Anchoring/Api.js"
+import { AnchorsApi, SimulatedChainApi } from "./Anchoring/Api.js"
 import { ClaimsApi } from "./Claims/Api.js"
 import { TagsApi } from "./Tags/Api.js"
 import { ShareTokensApi } from "./ShareTokens/Api.js"
@@ -20,6 +20,7 @@ export class Api extends HttpApi.make("attestd")
   .add(LookupApi)
   .add(ProofsApi)
   .add(AnchorsApi)
+  .add(SimulatedChainApi)
   .add(ClaimsApi)
   .add(TagsApi)
   .add(ShareTokensApi)

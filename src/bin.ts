@@ -13,7 +13,9 @@ import { parseCidr } from "./Auth/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
 import { SERVICE_VERSION } from "./Info/Version.js"
 import { AppLive, DatabaseLive, ServerLive } from "./main.js"
+import { LoggingLive } from "./Platform/Logging.js"
 import { AppConfig, appConfig } from "./Platform/Config.js"
+import { backup, restore } from "./Platform/Backup.js"
 import { migrate } from "./Platform/Sql.js"
 import { generateKey, registerPublicKeys } from "./Platform/Signer.js"
 
@@ -35,7 +37,8 @@ const FLAGS = {
   "demo-confirm-delay": "ATTESTD_DEMO_CONFIRM_DELAY",
   "trust-proxy": "ATTESTD_TRUST_PROXY",
   "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
-  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES"
+  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
+  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT"
 } as const
 
 const settingOptions = Options.all(
@@ -198,10 +201,39 @@ const brandSet = Command.make("set", { slug: Args.text({ name: "SLUG" }), file: 
 
 const brand = Command.make("brand").pipe(Command.withSubcommands([brandSet]))
 
+const backupCommand = Command.make("backup", { to: Options.text("to").pipe(Options.withDescription("a new or empty directory")) }, ({ to }) =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    const result = yield* backup(config, to).pipe(Effect.tapError((e) => Console.error(e.message)))
+    yield* Console.log(JSON.stringify(result))
+    if (result.store === "pg") yield* Console.error("Postgres: the database itself is not in this backup; dump it with pg_dump (README, Backups)")
+  })).pipe(Command.withDescription("consistent online copy of the SQLite database plus the data dir (signing keys, demo TSA) into a directory"))
+
+const restoreCommand = Command.make("restore", { from: Options.text("from").pipe(Options.withDescription("a directory written by attestd backup")) }, ({ from }) =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    const result = yield* restore(config, from).pipe(Effect.tapError((e) => Console.error(e.message)))
+    yield* Console.log(JSON.stringify(result))
+  })).pipe(Command.withDescription("restore a backup into an empty data dir (refuses a non-empty one)"))
+
+const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(Options.optional) }, ({ url }) =>
+  Effect.gen(function*() {
+    const config = yield* loadConfig
+    const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
+    const base = Option.getOrElse(url, () => `http://${host.includes(":") ? `[${host}]` : host}:${config.port}`).replace(/\/+$/, "")
+    const ok = yield* Effect.tryPromise(async () => {
+      const res = await fetch(`${base}/v1/healthz`, { signal: AbortSignal.timeout(5000) })
+      const body = (await res.json().catch(() => null)) as { status?: string } | null
+      return res.status === 200 && body?.status === "ok"
+    }).pipe(Effect.orElseSucceed(() => false))
+    yield* Console.log(JSON.stringify({ url: `${base}/v1/healthz`, ok }))
+    if (!ok) return yield* Effect.fail(new Error("unhealthy"))
+  })).pipe(Command.withDescription("exit 0 when /v1/healthz says ok, 1 otherwise (container health checks)"))
+
 const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, backupCommand, restoreCommand, healthcheck])
 )
 
 const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })
 
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain({ disableErrorReporting: false }))
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), Effect.provide(LoggingLive({ toStderr: !["serve", "worker"].includes(process.argv[2] ?? "") })), NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true }))

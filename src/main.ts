@@ -1,7 +1,8 @@
 /** Wiring: which Layers make up the service for a configuration. Nothing else lives here. */
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { meteredCalendar, meteredTsa, MetricsServerLive, MetricsListener } from "./Platform/Metrics.js"
 import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
@@ -12,6 +13,8 @@ import { Authenticator, AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
+import { AccessLogLive } from "./Http/AccessLog.js"
+import { DrainLive, makeDrainer } from "./Http/Drain.js"
 import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
@@ -20,7 +23,7 @@ import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
-import { AnchorsLive } from "./Anchoring/Http.js"
+import { AnchorsLive, SimulatedChainLive } from "./Anchoring/Http.js"
 import { AnchoringRepo } from "./Anchoring/Repo.js"
 import { ShareTokenRepo } from "./ShareTokens/Repo.js"
 import { ShareTokensLive } from "./ShareTokens/Http.js"
@@ -37,8 +40,10 @@ import { BrandLive } from "./Brand/Http.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
-import { layerHttp as CalendarHttp, type OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
-import { layerSimulated as CalendarSimulated } from "./Platform/Calendar/SimulatedCalendar.js"
+import { layerHttp as CalendarHttp, OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
+import { layerSimulatedChain } from "./Platform/Calendar/SimulatedChain.js"
+import { layerEsplora, layerNone as NoBitcoinSources, type BitcoinHeaderSources } from "./Platform/Bitcoin/HeaderSources.js"
+import type { SqlClient } from "@effect/sql"
 import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
@@ -60,6 +65,9 @@ export const DatabaseLive = (config: AppConfigShape, options: { readonly migrate
 
 /** The TSA: the configured RFC 3161 servers, or the embedded demo TSA. */
 export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>
+  Layer.map(TsaUnmetered(config), (ctx) => Context.add(ctx, TsaClient, meteredTsa(Context.get(ctx, TsaClient))))
+
+const TsaUnmetered = (config: AppConfigShape): Layer.Layer<TsaClient> =>
   config.tsaUrls.length > 0
     ? Layer.unwrapEffect(Effect.try({
       try: () => {
@@ -72,11 +80,23 @@ export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>
     })).pipe(Layer.orDie)
     : Layer.orDie(TsaDemo(config.dataDir))
 
-/** The OpenTimestamps calendars: the configured ones, or the embedded simulated calendar. */
-export const CalendarLive = (config: AppConfigShape): Layer.Layer<OtsCalendar> =>
-  config.otsCalendars.length > 0
-    ? CalendarHttp({ urls: config.otsCalendars })
-    : CalendarSimulated({ confirmDelayMs: Duration.toMillis(config.demoConfirmDelay) })
+/**
+ * The OpenTimestamps calendars (metered) and Bitcoin header sources: the
+ * configured ones, or the embedded simulated calendar whose chain (in the
+ * database) is also the header source. Configured calendars without sources
+ * reach no T2 (demo only; production refuses to start without sources).
+ */
+export const CalendarLive = (
+  config: AppConfigShape
+): Layer.Layer<OtsCalendar | BitcoinHeaderSources, never, SqlClient.SqlClient> => {
+  const sources = config.bitcoinSources.length > 0 ? layerEsplora({ sources: config.bitcoinSources }) : NoBitcoinSources
+  const simulated = layerSimulatedChain({ confirmDelayMs: Duration.toMillis(config.demoConfirmDelay) })
+  const calendars = config.otsCalendars.length > 0
+    ? Layer.merge(CalendarHttp({ urls: config.otsCalendars }), sources)
+    // Configured sources take the place of the simulated chain as header source (the later layer wins).
+    : config.bitcoinSources.length > 0 ? Layer.merge(simulated, sources) : simulated
+  return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
+}
 
 /** Domain services over the database, signer, TSA, calendars and clock. */
 export const ServicesLive = (config: AppConfigShape) =>
@@ -105,7 +125,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )
@@ -134,14 +154,16 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const fastLane = makeFastLaneHolder()
-  const http = HttpApiBuilder.serve(edge).pipe(
+  const drainer = makeDrainer()
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
     Layer.merge(FastLaneLive(fastLane)),
+    Layer.merge(AccessLogLive(fastLane)),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane), { port: config.port, host: config.host }))
-  )
+    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane, drainer), { port: config.port, host: config.host }))
+  )))
   const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
-  return served.pipe(Layer.provideMerge(AppLive(config, options)))
+  return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))
 }
 
 /** Starts a server in this process (tests, benchmarks); resolves with its base URL. */
@@ -150,5 +172,7 @@ export const startServer = async (config: AppConfigShape, options: ServeOptions 
   const server = await runtime.runPromise(HttpServer.HttpServer)
   const address = server.address
   const url = address._tag === "TcpAddress" ? `http://${address.hostname === "::" ? "127.0.0.1" : address.hostname}:${address.port}` : ""
-  return { url, runtime, close: () => runtime.dispose() }
+  const metrics = await runtime.runPromise(MetricsListener)
+  const metricsUrl = Option.match(metrics.port, { onNone: () => undefined, onSome: (port) => `http://${config.host}:${port}/metrics` })
+  return { url, metricsUrl, runtime, close: () => runtime.dispose() }
 }

@@ -4,8 +4,11 @@
  * v2 tree whose root is submitted to every calendar; a day counts as submitted
  * when at least one calendar answered, and failed calendars are retried. Every
  * ATTESTD_OTS_UPGRADE_INTERVAL the pending timestamps are upgraded; the first
- * Bitcoin attestation moves the day to T2. Calendars are asked concurrently
- * with bounded timeouts, so one dead calendar stalls no other.
+ * Bitcoin attestation moves the day to T2 once the block's header, fetched from
+ * the Bitcoin header sources (all agreeing), has that attestation's message as
+ * merkle root and meets its own nBits target; otherwise the day stays below T2,
+ * the `bitcoin` health check says why, and the next pass retries. Calendars are
+ * asked concurrently with bounded timeouts, so one dead calendar stalls no other.
  */
 import { Clock, Duration, Effect, Option } from "effect"
 import { buildTree } from "../Domain/Merkle.js"
@@ -20,7 +23,9 @@ import {
   serializeTimestamp,
   type Timestamp
 } from "../Domain/Ots.js"
-import { formatMillis, parseMicros } from "../Domain/Time.js"
+import { formatMillis } from "../Domain/Time.js"
+import { headerBytes, meetsTarget, parseHeader } from "../Domain/BitcoinHeader.js"
+import { BitcoinHeaderSources } from "../Platform/Bitcoin/HeaderSources.js"
 import { HealthChecks, type CheckResult } from "../Info/HealthChecks.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
@@ -42,17 +47,29 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
     const calendar = yield* OtsCalendar
     const config = yield* AppConfig
     const health = yield* HealthChecks
+    const headerSources = yield* BitcoinHeaderSources
     let calendarStatus: CheckResult = "ok"
+    let bitcoinStatus: CheckResult = "ok"
+    /** Shown under tiers.T2.bitcoin (healthz and info): the sources and the last header problem. */
+    const bitcoinDetail: { sources: ReadonlyArray<string>; simulated: boolean; last_error: string | null } = {
+      sources: headerSources.sources,
+      simulated: headerSources.simulated,
+      last_error: null
+    }
 
     yield* health.register({
       probe: { name: "calendars", check: Effect.sync(() => calendarStatus) },
+    })
+    yield* health.register({
+      probe: { name: "bitcoin", check: Effect.sync(() => bitcoinStatus) },
       features: ["t2_opentimestamps", ...(calendar.simulated ? ["t2_simulated_calendar"] : [])],
       tier: ["T2", {
         calendars: calendar.urls,
         simulated: calendar.simulated,
         ...(calendar.simulated ? { note: SIMULATED_CALENDAR_LABEL } : {}),
         anchor_interval_ms: Duration.toMillis(config.anchorInterval),
-        upgrade_interval_ms: Duration.toMillis(config.otsUpgradeInterval)
+        upgrade_interval_ms: Duration.toMillis(config.otsUpgradeInterval),
+        bitcoin: bitcoinDetail
       }],
       counts: Effect.orDie(repo.counts)
     })
@@ -115,32 +132,26 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
         return { ts, changed }
       })
 
-    /**
-     * The demo calendar keeps its state in memory: after a restart it no longer
-     * knows earlier commitments, so a submission that stays pending well past the
-     * confirmation delay is submitted again.
-     */
-    const forgetLostSimulatedSubmissions = (
-      day: DailyRoot,
-      upgrades: ReadonlyArray<{ readonly s: Submission; readonly ts: Timestamp; readonly changed: boolean } | undefined>
-    ) =>
-      Effect.gen(function*() {
-        const t = yield* Clock.currentTimeMillis
-        const patience = 2 * Duration.toMillis(config.demoConfirmDelay) + 2 * Duration.toMillis(config.otsUpgradeInterval)
-        for (const u of upgrades) {
-          if (!u || u.changed || isComplete(u.ts) || u.s.submittedAt === null) continue
-          const submitted = parseMicros(u.s.submittedAt)
-          if (submitted !== undefined && t - Number(submitted / 1000n) > patience) {
-            yield* Effect.orDie(repo.resetSubmission(day.id, u.s.calendarUrl, formatMillis(t)))
+    /** The anchoring block's header from the sources, checked against the attestation; a string says why not. */
+    const checkedHeader = (anchor: { readonly height: number; readonly merkleRoot: string }) =>
+      headerSources.header(anchor.height).pipe(
+        Effect.map(({ header }) => {
+          const h = parseHeader(header)
+          if (h.merkleRoot !== anchor.merkleRoot) {
+            return `block ${anchor.height}: header merkle root ${h.merkleRoot} is not the attested message ${anchor.merkleRoot}`
           }
-        }
-      })
+          if (!meetsTarget(headerBytes(header))) return `block ${anchor.height}: header does not meet its nBits target`
+          return { header: header.toLowerCase() }
+        }),
+        Effect.catchAll((e) => Effect.succeed(e.message))
+      )
 
     /** One upgrade pass over every open day: retries failed submissions, upgrades pending ones, confirms. */
     const upgradeOnce = Effect.gen(function*() {
       const open = yield* Effect.orDie(repo.openRoots)
       let confirmed = 0
       let degraded = false
+      let headerProblem: string | null = null
       for (const day of open) {
         const subs = yield* Effect.orDie(repo.submissions(day.id))
         if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs)
@@ -167,14 +178,23 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
           if (btc && (!anchor || btc.height < anchor.height)) anchor = { height: btc.height, merkleRoot: bytesToHex(btc.commitment) }
         }
         if (upgrades.some((u) => u === undefined)) degraded = true
-        if (calendar.simulated) yield* forgetLostSimulatedSubmissions(day, upgrades)
         if (anchor) {
-          yield* Effect.orDie(repo.confirm(day.id, { ...anchor, at }))
+          const checked = yield* checkedHeader(anchor)
+          if (typeof checked === "string") {
+            headerProblem = checked
+            yield* Effect.logWarning(`daily root ${day.id} stays below T2: ${checked}`)
+            continue
+          }
+          yield* Effect.orDie(repo.confirm(day.id, { ...anchor, header: checked.header, at }))
           confirmed++
           yield* Effect.logInfo(`daily root ${day.id} confirmed in Bitcoin block ${anchor.height}${calendar.simulated ? " (simulated)" : ""}`)
         }
       }
       if (open.length > 0) calendarStatus = degraded ? "degraded" : "ok"
+      if (open.length > 0 || headerProblem !== null) {
+        bitcoinStatus = headerProblem === null ? "ok" : "degraded"
+        bitcoinDetail.last_error = headerProblem
+      }
       return { open: open.length, confirmed }
     })
 

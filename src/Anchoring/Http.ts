@@ -1,6 +1,6 @@
 /** Handlers of the T2 proof endpoints. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Api } from "../Api.js"
 import { findAttestation } from "../Attestations/Http.js"
 import type { Attestation } from "../Attestations/Domain.js"
@@ -9,6 +9,7 @@ import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { OTS_CONTENT_TYPE } from "./Api.js"
 import { AnchorProofs } from "./Proofs.js"
+import { SimulatedChain } from "../Platform/Calendar/SimulatedChain.js"
 
 const notAnchored = (a: Attestation) =>
   new NotFound({ message: `attestation ${a.id} is not in a daily root yet (level ${a.level})`, details: { level: a.level } })
@@ -40,6 +41,7 @@ export const AnchorsLive = HttpApiBuilder.group(Api, "anchors", (handlers) =>
             })),
             bitcoin_block_height: v.day.bitcoinHeight,
             bitcoin_merkle_root: v.day.bitcoinMerkleRoot,
+            bitcoin_block_header: v.day.bitcoinHeader,
             confirmed_at: v.day.confirmedAt,
             ots_available: v.calendarTimestamp !== undefined,
             simulated: calendar.simulated,
@@ -56,4 +58,33 @@ export const AnchorsLive = HttpApiBuilder.group(Api, "anchors", (handlers) =>
             headers: { "content-disposition": `attachment; filename="${a.id}.ots"` }
           })
         }))
+  }))
+
+const SIMULATED_CHAIN_NOTE =
+  "SIMULATED Bitcoin chain of this demo instance: real 80-byte headers (regtest difficulty) over simulated blocks, not the Bitcoin blockchain."
+
+export const SimulatedChainLive = HttpApiBuilder.group(Api, "simulatedChain", (handlers) =>
+  Effect.gen(function*() {
+    const chain = yield* Effect.serviceOption(SimulatedChain)
+    const demoOnly = new NotFound({ message: "no simulated chain: this instance is not in demo mode with its simulated calendar", details: {} })
+    const withChain = <A>(f: (c: SimulatedChain["Type"]) => Effect.Effect<A, NotFound>) =>
+      Option.match(chain, { onNone: () => Effect.fail(demoOnly), onSome: f })
+    const missing = (what: string) => new NotFound({ message: `${what} is not in the simulated chain`, details: {} })
+    return handlers
+      .handle("blockHeight", ({ path }) =>
+        withChain((c) =>
+          Effect.flatMap(c.byHeight(path.height), (b) => (b ? Effect.succeed(b.hash) : Effect.fail(missing(`block ${path.height}`))))
+        ))
+      .handle("blockHeader", ({ path }) =>
+        withChain((c) =>
+          Effect.flatMap(c.byHash(path.hash), (b) => (b ? Effect.succeed(b.header) : Effect.fail(missing(`block ${path.hash}`))))
+        ))
+      .handle("headers", () =>
+        withChain((c) =>
+          Effect.map(c.blocks, (blocks) => ({
+            simulated: true as const,
+            note: SIMULATED_CHAIN_NOTE,
+            headers: blocks.map((b) => ({ height: b.height, hash: b.hash as never, header: b.header }))
+          }))
+        ))
   }))

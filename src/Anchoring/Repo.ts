@@ -20,6 +20,8 @@ export interface DailyRoot {
   readonly status: "pending" | "confirmed"
   readonly bitcoinHeight: number | null
   readonly bitcoinMerkleRoot: string | null
+  /** The 80-byte header of the anchoring block (lowercase hex), checked against the header sources. */
+  readonly bitcoinHeader: string | null
   readonly confirmedAt: string | null
 }
 
@@ -43,6 +45,7 @@ interface DailyRootRow {
   readonly status: string
   readonly bitcoin_height: number | string | null
   readonly bitcoin_merkle_root: string | null
+  readonly bitcoin_header: string | null
   readonly confirmed_at: string | null
 }
 
@@ -70,6 +73,7 @@ const toDailyRoot = (r: DailyRootRow): DailyRoot => {
     status: r.status === "confirmed" ? "confirmed" : "pending",
     bitcoinHeight: r.bitcoin_height === null ? null : Number(r.bitcoin_height),
     bitcoinMerkleRoot: r.bitcoin_merkle_root,
+    bitcoinHeader: r.bitcoin_header ?? null,
     confirmedAt: r.confirmed_at
   }
 }
@@ -162,15 +166,14 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
           status = ${complete ? "confirmed" : "pending"}, last_error = NULL, updated_at = ${now}
         WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url}`
 
-    const resetSubmission = (dailyRootId: number, url: string, now: string) =>
-      sql`UPDATE calendar_submissions SET status = 'unsubmitted', updated_at = ${now}
-        WHERE daily_root_id = ${dailyRootId} AND calendar_url = ${url} AND status = 'pending'`
-
     /** Moves the day to T2 with its events; a no-op when another instance already did. */
-    const confirm = (dailyRootId: number, c: { readonly height: number; readonly merkleRoot: string; readonly at: string }) =>
+    const confirm = (
+      dailyRootId: number,
+      c: { readonly height: number; readonly merkleRoot: string; readonly header: string; readonly at: string }
+    ) =>
       sql.withTransaction(Effect.gen(function*() {
         const won = yield* sql`UPDATE daily_roots SET status = 'confirmed', bitcoin_height = ${c.height},
-            bitcoin_merkle_root = ${c.merkleRoot}, confirmed_at = ${c.at}
+            bitcoin_merkle_root = ${c.merkleRoot}, bitcoin_header = ${c.header}, confirmed_at = ${c.at}
           WHERE id = ${dailyRootId} AND status <> 'confirmed' RETURNING id`
         if (won.length === 0) return 0
         yield* sql`UPDATE attestations SET level = 'T2', t2_at = ${c.at}, t2_block = ${c.height}
@@ -195,7 +198,6 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
       recordSubmitted,
       recordFailure,
       recordUpgrade,
-      resetSubmission,
       confirm,
       counts
     }

@@ -20,7 +20,7 @@ export const Source = Schema.String.pipe(
 export const ExtraData = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   identifier: "ExtraData",
   description:
-    "Free JSON object (at most 16 KiB serialized). With client_encrypted it must be `{alg: \"A256GCM\", iv, ciphertext}` (Base64URL), stored opaque."
+    "Free JSON object (at most 16 KiB serialized). With client_encrypted it is an opaque blob: any JSON object, stored and returned exactly as sent; the recommended layout (the one attestd's helpers write) is `{alg: \"A256GCM\", iv, ciphertext}` in Base64URL."
 })
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, microseconds, +00:00" })
@@ -210,12 +210,18 @@ export const EvidenceT1 = Schema.Struct({
   tsaToken: Schema.String
 })
 
+export const BitcoinBlockHeaderHex = Schema.String.pipe(Schema.pattern(/^[0-9a-f]{160}$/))
+
 export const EvidenceT2 = Schema.Struct({
   dailyRoot: HashHex,
   t1ToT2Proof: Schema.Array(MerkleStep),
   bitcoinBlockHeight: Schema.Int,
   bitcoinBlockHash: Schema.Null,
   bitcoinTxid: Schema.Null,
+  bitcoinBlockHeader: Schema.optional(BitcoinBlockHeaderHex.annotations({
+    description:
+      "The 80-byte header (lowercase hex) of the block the OTS proof reaches: its merkle root field is the message the OTS operations reach, its double SHA-256 meets its nBits target. Check its place in the chain against a Bitcoin source of your choice."
+  })),
   confirmedAt: Schema.String,
   otsProof: Schema.String,
   simulated: Schema.optional(Schema.Boolean)

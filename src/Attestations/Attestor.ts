@@ -4,6 +4,7 @@
  * a unique hash constraint plus insert-or-get makes re-attesting idempotent even
  * when many requests for one new hash race, here or on another instance.
  */
+import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
@@ -60,7 +61,9 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
               format_version: FORMAT_VERSION
             }
           })
-          for (const a of yield* repo.insertIfAbsent(rows)) byHash.set(a.hashHex, a)
+          const inserted = yield* repo.insertIfAbsent(rows)
+          if (inserted.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, inserted.length)
+          for (const a of inserted) byHash.set(a.hashHex, a)
           // Hashes another writer inserted first are not returned by the insert: read them.
           const lost = missing.filter((h) => !byHash.has(h))
           for (const a of yield* repo.findByHashes(lost)) byHash.set(a.hashHex, a)

@@ -52,6 +52,7 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
             bitcoinBlockHeight: v.day.bitcoinHeight!,
             bitcoinBlockHash: null,
             bitcoinTxid: null,
+            ...(v.day.bitcoinHeader !== null ? { bitcoinBlockHeader: v.day.bitcoinHeader } : {}),
             confirmedAt: v.day.confirmedAt!,
             otsProof: Buffer.from(anchors.otsFile(a, v)).toString("base64"),
             ...(calendar.simulated ? { simulated: true } : {})

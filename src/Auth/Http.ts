@@ -90,6 +90,8 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
           return { _tag: "ShareToken", token: yield* resolveShareToken(presented) } as Principal
         }
         const key = yield* resolveKey(presented)
+        const meta = yield* currentRequestMeta
+        if (meta.requestId !== "-") meta.keyId = key.id
         yield* admit(key)
         return { _tag: "ApiKey", key } as Principal
       })

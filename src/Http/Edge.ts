@@ -15,6 +15,7 @@ import { AppConfig } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { requestMetas } from "./AccessLog.js"
 
 export const MAX_BODY_BYTES = 1024 * 1024
 
@@ -210,6 +211,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
       path: url.split("?")[0] ?? url,
       rateLimit: undefined
     }
+    requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
 
     const finish = (response: HttpServerResponse.HttpServerResponse) => {
       const headers: Record<string, string> = { "x-request-id": requestId }

@@ -21,25 +21,32 @@ import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { bodyScanError, INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
 import { errorParts, rateLimitHeaders } from "./Envelope.js"
+import type { Drainer } from "./Drain.js"
 import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { requestMetas } from "./AccessLog.js"
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => boolean
 
 export interface FastLaneHolder {
   handle: Handler | undefined
+  /** Sees every request first (metrics and the access log); set by AccessLogLive. */
+  observe?: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
 }
 
 export const makeFastLaneHolder = (): FastLaneHolder => ({ handle: undefined })
 
 /** A node:http server whose request listeners first offer each request to the fast lane. */
-export const serverWithFastLane = (holder: FastLaneHolder) => (): Server => {
+export const serverWithFastLane = (holder: FastLaneHolder, drainer?: Drainer) => (): Server => {
   const server = createServer()
+  if (drainer) drainer.server = server
   const wrappers = new Map<unknown, (...args: Array<any>) => void>()
   const on = server.on.bind(server)
   const off = server.off.bind(server)
   server.on = ((event: string, listener: (...args: Array<any>) => void) => {
     if (event !== "request") return on(event, listener)
     const wrapped = (req: IncomingMessage, res: ServerResponse) => {
+      holder.observe?.(req, res)
+      drainer?.track(req, res)
       if (!holder.handle?.(req, res)) listener(req, res)
     }
     wrappers.set(listener, wrapped)
@@ -117,6 +124,7 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
         path,
         rateLimit: undefined
       }
+      requestMetas.set(req, meta)
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {

@@ -10,6 +10,8 @@ export interface RequestMetaShape {
   readonly clientIp: string
   readonly path: string
   rateLimit: RateLimitInfo | undefined
+  /** The id (never the secret) of the API key that authenticated, for the access log. */
+  keyId?: string | undefined
 }
 
 export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}

@@ -80,6 +80,8 @@ export interface AppConfigShape {
   readonly tsaUrls: ReadonlyArray<string>
   readonly tsaCaFile: Option.Option<string>
   readonly otsCalendars: ReadonlyArray<string>
+  /** Esplora-compatible base URLs the upgrader asks for Bitcoin block headers (all must agree). */
+  readonly bitcoinSources: ReadonlyArray<string>
   readonly sealInterval: Duration.Duration
   readonly anchorInterval: Duration.Duration
   readonly otsUpgradeInterval: Duration.Duration
@@ -90,6 +92,8 @@ export interface AppConfigShape {
   readonly publicRateLimit: Option.Option<number>
   readonly scanMaxHashes: number
   readonly defaultRateLimit: number
+  /** ATTESTD_METRICS_PORT: the Prometheus listener (none when unset; 0: any free port). */
+  readonly metricsPort: Option.Option<number>
 }
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
@@ -105,6 +109,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   tsaUrls: urlList("ATTESTD_TSA_URL"),
   tsaCaFile: Config.option(Config.string("ATTESTD_TSA_CA_FILE")),
   otsCalendars: urlList("ATTESTD_OTS_CALENDARS"),
+  bitcoinSources: urlList("ATTESTD_BITCOIN_SOURCES"),
   sealInterval: duration("ATTESTD_SEAL_INTERVAL", "60s"),
   anchorInterval: duration("ATTESTD_ANCHOR_INTERVAL", "24h"),
   otsUpgradeInterval: duration("ATTESTD_OTS_UPGRADE_INTERVAL", "10m"),
@@ -116,7 +121,10 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   publicRateLimit: Config.option(Config.integer("ATTESTD_PUBLIC_RATE_LIMIT")),
   scanMaxHashes: Config.integer("ATTESTD_SCAN_MAX_HASHES").pipe(Config.withDefault(50_000)),
-  defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000))
+  defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000)),
+  metricsPort: Config.option(Config.integer("ATTESTD_METRICS_PORT").pipe(
+    Config.validate({ message: "ATTESTD_METRICS_PORT must be 0..65535", validation: (p) => p >= 0 && p <= 65535 })
+  ))
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -124,6 +132,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         ConfigError.MissingData(
           ["ATTESTD_TSA_URL", "ATTESTD_OTS_CALENDARS"],
           "production mode refuses to start without ATTESTD_TSA_URL and ATTESTD_OTS_CALENDARS"
+        )
+      )
+    }
+    if (c.mode === "production" && c.bitcoinSources.length === 0) {
+      return Either.left(
+        ConfigError.MissingData(
+          ["ATTESTD_BITCOIN_SOURCES"],
+          "production mode refuses to start without ATTESTD_BITCOIN_SOURCES (comma-separated Esplora-compatible base URLs, e.g. https://blockstream.info/api): T2 needs the Bitcoin block header of every anchor"
         )
       )
     }
@@ -146,6 +162,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     tsaUrls: [],
     tsaCaFile: Option.none(),
     otsCalendars: [],
+    bitcoinSources: [],
     sealInterval: Duration.seconds(60),
     anchorInterval: Duration.hours(24),
     otsUpgradeInterval: Duration.minutes(10),
@@ -156,8 +173,15 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     publicRateLimit: Option.none(),
     scanMaxHashes: 50_000,
     defaultRateLimit: 1000,
+    metricsPort: Option.none(),
     ...overrides
   })
 }
 
 export const currentConfig = Effect.map(AppConfig, (c) => c)
+
+/**
+ * ATTESTD_SHUTDOWN_TIMEOUT: on SIGTERM/SIGINT, how long in-flight requests may take to
+ * finish before their connections are closed (default 10s).
+ */
+export const shutdownTimeout = duration("ATTESTD_SHUTDOWN_TIMEOUT", "10s")

@@ -27,7 +27,10 @@ const sqliteLayer = (url: string) => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql.unsafe("PRAGMA busy_timeout = 10000")
-      yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+      // FULL, not NORMAL: in WAL mode NORMAL may lose the last committed transactions on
+      // power loss, and an acknowledged T0 (or a sealed batch, an anchor, a webhook outbox
+      // row) must survive it. Group commit amortises the extra fsync per commit.
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
       yield* sql.unsafe("PRAGMA foreign_keys = ON")
     })
   )
@@ -49,7 +52,16 @@ export const layerFromUrl = (url: string, options: { readonly maxConnections?: n
  */
 export const migrate = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" })
+  const started = Date.now()
+  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" }).pipe(
+    Effect.tap((applied) =>
+      applied.length === 0
+        ? Effect.logDebug("database schema is up to date")
+        : Effect.logInfo(
+          `applied ${applied.length} migration(s) in ${Date.now() - started} ms: ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}`
+        )
+    )
+  )
   return yield* sql.onDialectOrElse({
     pg: () =>
       Effect.scoped(Effect.gen(function*() {

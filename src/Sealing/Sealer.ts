@@ -13,6 +13,7 @@ import type { CheckResult } from "../Info/HealthChecks.js"
 import { HealthChecks } from "../Info/HealthChecks.js"
 import { AppConfig } from "../Platform/Config.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
+import * as Metrics from "../Platform/Metrics.js"
 import { SealingRepo } from "./Repo.js"
 
 const SEALER_LOCK = 727002
@@ -58,13 +59,17 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
     /** Seals everything at T0 registered before `windowEndMillis`. */
     const sealWindow = (windowEndMillis: number) =>
       Effect.gen(function*() {
+        const started = performance.now()
         const windowEnd = formatMillis(windowEndMillis)
         const leaves = yield* Effect.orDie(repo.pending(windowEnd))
         if (leaves.length === 0) return { _tag: "Empty" } as SealOutcome
+        const big = leaves.length >= 100_000
+        if (big) yield* Effect.logInfo(`sealing window ${windowEnd}: ${leaves.length} attestations read; building the Merkle tree`)
         const hashes = leaves.map((l) => l.hashHex)
         const tree = leaves.length >= PARALLEL_THRESHOLD
           ? yield* Effect.promise(() => buildTreeParallel(hashes))
           : buildTree(hashes)
+        if (big) yield* Effect.logInfo(`sealing window ${windowEnd}: tree of ${leaves.length} leaves built; timestamping ${tree.rootHex}`)
         const stamp = yield* tsa.timestamp(tree.root).pipe(
           Effect.tapError((e) =>
             Effect.sync(() => {
@@ -92,6 +97,8 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
           sealedAt,
           t1At: formatMillis(stamp.genTime.getTime())
         }).pipe(Effect.orDie)
+        Metrics.observe(Metrics.sealDuration, (performance.now() - started) / 1000)
+        Metrics.observe(Metrics.sealBatchSize, leaves.length)
         yield* Effect.logInfo(`sealed batch ${batchId}: ${leaves.length} attestations, root ${tree.rootHex}`)
         return { _tag: "Sealed", batchId, leaves: leaves.length } as SealOutcome
       })

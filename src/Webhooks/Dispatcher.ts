@@ -6,6 +6,7 @@
  * POST, and a lease that lapses (crash between POST and record) sends it again:
  * at-least-once.
  */
+import * as Metrics from "../Platform/Metrics.js"
 import { Clock, Duration, Effect } from "effect"
 import { request as httpRequest } from "node:http"
 import { request as httpsRequest } from "node:https"
@@ -140,6 +141,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
           now: formatMillis(t),
           nextAttemptAt: formatMillis(next)
         }))
+        Metrics.inc(Metrics.webhookDeliveries, { outcome: status })
         if (!ok) {
           yield* Effect.logWarning(
             `webhook delivery ${d.id} attempt ${attempts} failed (${result._tag === "Right" ? `HTTP ${result.right.status}` : result.left.message}); ${status}`

@@ -5,6 +5,8 @@
  * Anchorer.anchorWindow and Anchorer.upgradeOnce itself, in real time (window
  * ends are real instants just ahead of now, so nothing waits for a boundary).
  */
+import { headerBytes, meetsTarget, parseHeader, REGTEST_BITS } from "../../src/Domain/BitcoinHeader.js"
+import { layerEsplora } from "../../src/Platform/Bitcoin/HeaderSources.js"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
@@ -21,7 +23,7 @@ import { bitcoinAttestations, bytesToHex, parseDetachedFile } from "../../src/Do
 import { HealthChecks } from "../../src/Info/HealthChecks.js"
 import { AppLive, DatabaseLive, TsaLive } from "../../src/main.js"
 import { layerHttp, type OtsCalendar } from "../../src/Platform/Calendar/OtsCalendar.js"
-import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { type SimulatedCalendarServer, simulatedBlockHeaders, startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
 import { SealingRepo } from "../../src/Sealing/Repo.js"
@@ -55,6 +57,7 @@ const servicesWithCalendar = (config: AppConfigShape, calendar: Layer.Layer<OtsC
     Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(calendar),
+    Layer.provideMerge(layerEsplora({ sources: config.bitcoinSources })),
     Layer.provideMerge(DatabaseLive(config)),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
@@ -165,15 +168,26 @@ for (const dialect of await dialects()) {
   describe(`Anchorer (${dialect}, two simulated calendars over HTTP)`, () => {
     let calA: SimulatedCalendarServer
     let calB: SimulatedCalendarServer
+    /** Two Esplora header sources over HTTP (they serve this process's simulated chain). */
+    let srcA: SimulatedCalendarServer
+    let srcB: SimulatedCalendarServer
     const open: Array<Ctx> = []
 
     beforeAll(async () => {
-      ;[calA, calB] = await Promise.all([startSimulatedCalendarServer(), startSimulatedCalendarServer()])
+      ;[calA, calB, srcA, srcB] = await Promise.all([
+        startSimulatedCalendarServer(),
+        startSimulatedCalendarServer(),
+        startSimulatedCalendarServer(),
+        startSimulatedCalendarServer()
+      ])
     })
     afterAll(async () => {
-      await Promise.all([calA?.close(), calB?.close()])
+      await Promise.all([calA?.close(), calB?.close(), srcA?.close(), srcB?.close()])
     })
     afterEach(async () => {
+      srcA.setLying(false)
+      srcB.setLying(false)
+      srcB.setDown(false)
       calA.setDown(false)
       calB.setDown(false)
       calA.setSlow(0)
@@ -187,7 +201,8 @@ for (const dialect of await dialects()) {
       const config = AppConfig.make({
         databaseUrl: db.url,
         dataDir: db.dataDir,
-        otsCalendars: [calA.url, calB.url]
+        otsCalendars: [calA.url, calB.url],
+        bitcoinSources: [srcA.url, srcB.url]
       })
       const layer = calendar === undefined
         ? AppLive(config, { workers: false })
@@ -229,8 +244,19 @@ for (const dialect of await dialects()) {
       const t1 = bundle.t1!
       const t2 = bundle.t2!
       expect(Object.keys(t2).sort()).toEqual(
-        ["bitcoinBlockHash", "bitcoinBlockHeight", "bitcoinTxid", "confirmedAt", "dailyRoot", "otsProof", "t1ToT2Proof"]
+        ["bitcoinBlockHash", "bitcoinBlockHeader", "bitcoinBlockHeight", "bitcoinTxid", "confirmedAt", "dailyRoot", "otsProof", "t1ToT2Proof"]
       )
+      // the block header: 80 bytes, merkle root = the message the OTS ops reach, PoW meets its nBits, chained
+      const header = t2.bitcoinBlockHeader!
+      expect(header).toMatch(/^[0-9a-f]{160}$/)
+      const fields = parseHeader(header)
+      expect(fields.merkleRoot).toBe(expected.merkleRoot)
+      expect(fields.bits).toBe(REGTEST_BITS)
+      expect(meetsTarget(headerBytes(header))).toBe(true)
+      const mined = simulatedBlockHeaders().get(expected.height)!
+      expect(mined.header).toBe(header)
+      const parent = simulatedBlockHeaders().get(expected.height - 1)
+      if (parent !== undefined) expect(fields.prevBlockHash).toBe(parent.hash)
       expect(t2.dailyRoot).toBe(expected.dailyRoot)
       expect(t2.dailyRoot).toMatch(HEX64)
       expect(t2.bitcoinBlockHeight).toBe(expected.height)
@@ -570,6 +596,50 @@ for (const dialect of await dialects()) {
       expect(after.find((s) => s.calendarUrl === calA.url)!).toMatchObject({ status: "unsubmitted", attempts: 2 })
       expect(after.find((s) => s.calendarUrl === calB.url)!.status).toBe("confirmed")
       expect(await run(t2Events(atts.map((a) => a.seq)))).toEqual([1, 1])
+      await invariants(ctx)
+    })
+
+    it("header sources over HTTP: they disagree → stays T1, healthz bitcoin degraded with the reason; a source down → stays T1; once they agree → T2", async () => {
+      const ctx = await setup()
+      const { run } = ctx
+      const atts = await run(attest(2))
+      const ids = atts.map((a) => a.id)
+      await run(seal)
+      const out = anchored(await run(anchor))
+      const block = calA.mine()
+      const health = Effect.flatMap(HealthChecks, (h) => h.run)
+      const bitcoinTier = Effect.map(Effect.flatMap(HealthChecks, (h) => Effect.sync(() => h.tiers())), (t) => (t.T2 as any).bitcoin)
+      expect(await run(health)).toMatchObject({ checks: { bitcoin: "ok" } })
+
+      srcB.setLying(true)
+      expect(await run(upgrade)).toEqual({ open: 1, confirmed: 0 })
+      for (const a of await run(reload(ids))) expect(a.level).toBe("T1")
+      expect((await run(dayOf(out.dailyRootId))).bitcoinHeader).toBeNull()
+      const h1 = await run(health)
+      expect(h1.checks.bitcoin).toBe("degraded")
+      expect(h1.ok).toBe(true)
+      const detail = await run(bitcoinTier)
+      expect(detail.sources).toEqual([srcA.url, srcB.url])
+      expect(detail.last_error).toMatch(/disagree/)
+      expect(await run(Effect.flatMap(Evidence, (e) => e.bundle((atts[0]!))))).not.toHaveProperty("t2")
+
+      srcB.setLying(false)
+      srcB.setDown(true)
+      expect(await run(upgrade)).toEqual({ open: 1, confirmed: 0 }) // every source must answer
+      expect((await run(health)).checks.bitcoin).toBe("degraded")
+      for (const a of await run(reload(ids))) expect(a.level).toBe("T1")
+
+      srcB.setDown(false)
+      expect(await run(upgrade)).toEqual({ open: 1, confirmed: 1 })
+      expect((await run(health)).checks.bitcoin).toBe("ok")
+      expect((await run(bitcoinTier)).last_error).toBeNull()
+      const day = await run(dayOf(out.dailyRootId))
+      expect(day.bitcoinHeader).toBe(simulatedBlockHeaders().get(day.bitcoinHeight!)!.header)
+      for (const a of await run(reload(ids))) {
+        expect(a.level).toBe("T2")
+        expect(a.t2Block).toBe(block.height)
+        await checkT2Evidence(ctx, a, { dailyRoot: day.root, height: block.height, merkleRoot: block.merkleRoot, pendingUris: [calA.url, calB.url] })
+      }
       await invariants(ctx)
     })
 

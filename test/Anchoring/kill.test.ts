@@ -60,6 +60,7 @@ for (const dialect of await dialects()) {
           ATTESTD_ANCHOR_INTERVAL: `${ANCHOR_MS}ms`,
           ATTESTD_OTS_UPGRADE_INTERVAL: "200ms",
           ATTESTD_OTS_CALENDARS: cal.url,
+          ATTESTD_BITCOIN_SOURCES: cal.url,
           ATTESTD_DEFAULT_RATE_LIMIT: "1000000"
         }
       }

@@ -53,7 +53,8 @@ describe.skipIf(!hasPg)(`${INSTANCES} instances anchoring one Postgres database`
         extra: {
           ATTESTD_ANCHOR_INTERVAL: "1s",
           ATTESTD_OTS_UPGRADE_INTERVAL: "250ms",
-          ATTESTD_OTS_CALENDARS: calendar.url
+          ATTESTD_OTS_CALENDARS: calendar.url,
+          ATTESTD_BITCOIN_SOURCES: calendar.url
         }
       })
     }

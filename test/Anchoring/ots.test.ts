@@ -15,6 +15,7 @@ import {
   simulatedBlockHeaders,
   startSimulatedCalendarServer
 } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { parseHeader } from "../../src/Domain/BitcoinHeader.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
 import { dialects } from "../helpers/databases.js"
 import { client, expectEnvelope, startTestServer, type TestServer } from "../helpers/server.js"
@@ -167,6 +168,8 @@ for (const dialect of await dialects()) {
           expect(body.bitcoin_merkle_root).toBe(block.merkleRoot)
           expect(body.confirmed_at).toBe(s.t2_timestamp)
           expect(body.calendars[0].status).toBe("confirmed")
+          // the header, fetched from the calendar's Esplora endpoints (the test server's source)
+          expect(body.bitcoin_block_header).toBe(header!.header)
 
           const proof = await proofOf(server.url, item.id)
           expect(proof.status).toBe(200)
@@ -179,6 +182,7 @@ for (const dialect of await dialects()) {
           expect(evidence.t2.bitcoinBlockHeight).toBe(block.height)
           expect(evidence.t2.bitcoinBlockHash).toBeNull()
           expect(evidence.t2.bitcoinTxid).toBeNull()
+          expect(evidence.t2.bitcoinBlockHeader).toBe(header!.header)
           expect(evidence.t2.t1ToT2Proof).toEqual(body.t1_to_t2_proof)
           expect("simulated" in evidence.t2).toBe(false)
         }
@@ -262,8 +266,11 @@ for (const dialect of await dialects()) {
         const id = created.body.id as string
         const s = await poll(`${id} at T2`, levelReached(server.url, id, "T2"), 15_000, 100)
         expect(s.t2_bitcoin_block).toBeGreaterThanOrEqual(SIMULATED_START_HEIGHT)
-        const header = simulatedBlockHeaders().get(s.t2_bitcoin_block!)
-        expect(header).toBeDefined()
+        // the demo chain lives in the server's database; its header rides in /ots and the evidence
+        const chainList = (await client(server.url).get("/v1/simulated-chain/headers")).body
+        const block = (chainList.headers as Array<{ height: number; header: string }>).find((b) => b.height === s.t2_bitcoin_block)
+        expect(block).toBeDefined()
+        const header = { merkleRoot: parseHeader(block!.header).merkleRoot }
 
         const info = (await client(server.url).get("/v1/info")).body
         expect(info.mode).toBe("demo")
@@ -276,7 +283,8 @@ for (const dialect of await dialects()) {
         expect(ots.simulated).toBe(true)
         expect(ots.note).toMatch(/SIMULATED/)
         expect(ots.bitcoin_block_height).toBe(s.t2_bitcoin_block)
-        expect(ots.bitcoin_merkle_root).toBe(header!.merkleRoot)
+        expect(ots.bitcoin_merkle_root).toBe(header.merkleRoot)
+        expect(ots.bitcoin_block_header).toBe(block!.header)
         expect(ots.calendars.map((c: { url: string }) => c.url)).toEqual([SIMULATED_CALENDAR_URL])
 
         const proof = await proofOf(server.url, id)
@@ -284,7 +292,7 @@ for (const dialect of await dialects()) {
         expect(proof.headers.get("content-type")).toBe(OTS_TYPE)
         checkOtsFile(proof.bytes, hash, {
           height: s.t2_bitcoin_block!,
-          merkleRoot: header!.merkleRoot,
+          merkleRoot: header.merkleRoot,
           pendingUri: SIMULATED_CALENDAR_URL,
           dailyRoot: ots.daily_root
         })

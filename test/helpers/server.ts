@@ -11,6 +11,8 @@ import { createDatabase, type TestDatabase } from "./databases.js"
 
 export interface TestServer {
   readonly url: string
+  /** The metrics listener, when started with metricsPort. */
+  readonly metricsUrl?: string | undefined
   readonly db: TestDatabase
   readonly config: AppConfigShape
   readonly createKey: (options?: Partial<NewKey> & { scopes?: ReadonlyArray<Scope> | null }) => Promise<{ id: string; key: string }>
@@ -29,12 +31,15 @@ export const startTestServer = async (
     dataDir: db.dataDir,
     port: 0,
     sealInterval: Duration.hours(24),
+    // Test calendars (startSimulatedCalendarServer) also answer the Esplora header endpoints of their chain.
+    ...(overrides.otsCalendars !== undefined ? { bitcoinSources: overrides.otsCalendars } : {}),
     ...overrides
   })
   const server = await startServer(config)
   const run = <A, E>(effect: Effect.Effect<A, E, any>) => server.runtime.runPromise(effect as Effect.Effect<A, E, never>)
   return {
     url: server.url,
+    metricsUrl: server.metricsUrl,
     db,
     config,
     run,

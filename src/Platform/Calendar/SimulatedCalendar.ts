@@ -21,15 +21,22 @@
  *   - `startSimulatedCalendarServer()`: a real HTTP server on 127.0.0.1:0
  *     speaking the same protocol, mined explicitly with `mine()`.
  *
- * All simulated calendars in a process share one simulated chain: heights are
- * unique and `simulatedBlockHeaders()` maps each height to its header merkle
- * root so a verifier can check the final commitment. The registry is in memory
- * only (lost on restart).
+ * Every block has a real 80-byte header (version, previous-block hash chaining
+ * to the previous simulated block, merkle root = the block's commitment tree,
+ * time, regtest nBits 0x207fffff and a nonce meeting it), so simulated proofs
+ * verify with the same code as real ones.
+ *
+ * The in-memory calendars here (tests) share one process-wide chain: heights are
+ * unique and `simulatedBlockHeaders()` maps each height to its header. The test
+ * HTTP server also answers the Esplora header endpoints for that chain. The
+ * demo instance's calendar keeps its chain in the database instead
+ * (SimulatedChain.ts), so a restart loses nothing.
  */
 import { createHash, randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Clock, Effect, Layer } from "effect"
+import { blockHash, mineHeader, parseHeader } from "../../Domain/BitcoinHeader.js"
 import {
   Attestations,
   bytesToHex,
@@ -54,6 +61,36 @@ export interface SimulatedBlockHeader {
   readonly time: number
   /** Calendar URL whose submissions were mined in this block. */
   readonly calendar: string
+  /** Block hash, display order (as Esplora shows it). */
+  readonly hash: string
+  /** The 80-byte block header, lowercase hex. */
+  readonly header: string
+}
+
+/** Genesis parent of every simulated chain. */
+export const SIMULATED_GENESIS_PREV = "00".repeat(32)
+
+/**
+ * Mines one simulated block over `commitments` (after a random coinbase):
+ * the header chained to `prevHash` and each commitment's OTS proof (ops up to
+ * the header merkle root, then the Bitcoin attestation at `height`).
+ */
+export const mineSimulatedBlock = (input: {
+  readonly height: number
+  readonly prevHash: string
+  readonly timeSec: number
+  readonly commitments: ReadonlyArray<Uint8Array>
+}): { readonly merkleRoot: string; readonly hash: string; readonly header: string; readonly proofs: ReadonlyArray<Uint8Array> } => {
+  const coinbase = new Uint8Array(randomBytes(32))
+  const { root, paths } = bitcoinMerkle([coinbase, ...input.commitments])
+  const merkleRoot = bytesToHex(root)
+  const header = mineHeader({ prevBlockHash: input.prevHash, merkleRoot, time: input.timeSec })
+  return {
+    merkleRoot,
+    hash: blockHash(header),
+    header: bytesToHex(header),
+    proofs: input.commitments.map((_, i) => serializeTimestamp(chain(paths[i + 1]!, leaf(Attestations.bitcoin(input.height)))))
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -62,6 +99,7 @@ export interface SimulatedBlockHeader {
 
 const chainHeaders = new Map<number, SimulatedBlockHeader>()
 let nextHeight = SIMULATED_START_HEIGHT
+let lastHash = SIMULATED_GENESIS_PREV
 
 /** Every simulated block mined in this process so far: height → header. */
 export const simulatedBlockHeaders = (): ReadonlyMap<number, SimulatedBlockHeader> => new Map(chainHeaders)
@@ -121,19 +159,22 @@ class SimulatedCalendarCore {
   /** Mine a block containing the pending commitments selected by `include` (all by default). */
   mine(now: number, include: (s: Submission) => boolean = () => true): SimulatedBlockHeader {
     const included = [...this.pending.values()].filter(include)
-    const coinbase = new Uint8Array(randomBytes(32))
-    const { root, paths } = bitcoinMerkle([coinbase, ...included.map((s) => s.commitment)])
     const height = nextHeight++
+    const time = Math.floor(now / 1000)
+    const block = mineSimulatedBlock({ height, prevHash: lastHash, timeSec: time, commitments: included.map((s) => s.commitment) })
+    lastHash = block.hash
     included.forEach((s, i) => {
       const key = bytesToHex(s.commitment)
-      this.proofs.set(key, serializeTimestamp(chain(paths[i + 1]!, leaf(Attestations.bitcoin(height)))))
+      this.proofs.set(key, block.proofs[i]!)
       this.pending.delete(key)
     })
     const header: SimulatedBlockHeader = {
       height,
-      merkleRoot: bytesToHex(root),
-      time: Math.floor(now / 1000),
-      calendar: this.url
+      merkleRoot: block.merkleRoot,
+      time,
+      calendar: this.url,
+      hash: block.hash,
+      header: block.header
     }
     this.headers.set(height, header)
     chainHeaders.set(height, header)
@@ -226,6 +267,8 @@ export interface SimulatedCalendarServer {
   setDown(down: boolean): void
   /** Delay every answer by `ms` (0 = immediate). */
   setSlow(ms: number): void
+  /** While lying, the Esplora endpoints serve another valid chain (a header with a different time). */
+  setLying(lying: boolean): void
   /** Number of accepted POST /digest requests. */
   readonly submissions: number
   blockHeaders(): ReadonlyMap<number, SimulatedBlockHeader>
@@ -253,6 +296,7 @@ export const startSimulatedCalendarServer = async (
 ): Promise<SimulatedCalendarServer> => {
   const host = opts.host ?? "127.0.0.1"
   let down = false
+  let lying = false
   let slowMs = 0
   let core: SimulatedCalendarCore | undefined
   const timers = new Set<NodeJS.Timeout>()
@@ -288,6 +332,22 @@ export const startSimulatedCalendarServer = async (
       return proof === null
         ? send(res, 404, "Pending confirmation in Bitcoin blockchain\n", "text/plain")
         : send(res, 200, proof, "application/octet-stream")
+    }
+    const served = (b: SimulatedBlockHeader): SimulatedBlockHeader => {
+      if (!lying) return b
+      // A different, self-consistent header for the same height: another chain.
+      const forged = mineHeader({ prevBlockHash: parseHeader(b.header).prevBlockHash, merkleRoot: b.merkleRoot, time: b.time + 1 })
+      return { ...b, hash: blockHash(forged), header: bytesToHex(forged) }
+    }
+    const byHeight = /^\/block-height\/(\d{1,10})$/.exec(path)
+    if (req.method === "GET" && byHeight !== null) {
+      const h = chainHeaders.get(Number(byHeight[1]))
+      return h === undefined ? send(res, 404, "Block not found", "text/plain") : send(res, 200, served(h).hash, "text/plain")
+    }
+    const byHash = /^\/block\/([0-9a-f]{64})\/header$/.exec(path)
+    if (req.method === "GET" && byHash !== null) {
+      const h = [...chainHeaders.values()].map(served).find((b) => b.hash === byHash[1])
+      return h === undefined ? send(res, 404, "Block not found", "text/plain") : send(res, 200, h.header, "text/plain")
     }
     if (req.method === "GET" && path === "/") return send(res, 200, `${SIMULATED_CALENDAR_LABEL}\n`, "text/plain")
     return send(res, 404, "not found\n", "text/plain")
@@ -333,6 +393,9 @@ export const startSimulatedCalendarServer = async (
     },
     setDown: (b) => {
       down = b
+    },
+    setLying: (b) => {
+      lying = b
     },
     setSlow: (ms) => {
       slowMs = Math.max(0, ms)

@@ -6,6 +6,7 @@ import claims from "./0004_claims.js"
 import webhooks from "./0005_webhooks.js"
 import organizations from "./0006_organizations.js"
 import indexes from "./0007_indexes.js"
+import simulatedChain from "./0008_simulated_chain.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -14,5 +15,6 @@ export const migrations = {
   "0004_claims": claims,
   "0005_webhooks": webhooks,
   "0006_organizations": organizations,
-  "0007_indexes": indexes
+  "0007_indexes": indexes,
+  "0008_simulated_chain": simulatedChain
 }

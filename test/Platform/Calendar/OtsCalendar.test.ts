@@ -200,12 +200,13 @@ describe("OtsCalendar HTTP failure modes", () => {
       const server = yield* simServer
       const cal = yield* calendar([server.url], 2_000)
       server.setDown(true)
-      const t0 = Date.now()
       const r = yield* Effect.either(cal.submit(server.url, digestOf("x")))
       const u = yield* Effect.either(cal.upgrade(server.url, digestOf("x")))
-      expect(Date.now() - t0).toBeLessThan(1_500)
       expect(Either.isLeft(r) && r.left instanceof CalendarError && r.left.url === server.url).toBe(true)
       expect(Either.isLeft(u) && u.left._tag === "CalendarError").toBe(true)
+      // fast: the refusal itself is the error, not the 2 s timeout running out
+      if (Either.isLeft(r)) expect(r.left.message).not.toMatch(/timed out/)
+      if (Either.isLeft(u)) expect(u.left.message).not.toMatch(/timed out/)
       server.setDown(false)
       expect((yield* cal.submit(server.url, digestOf("x"))).length).toBeGreaterThan(0)
     })
@@ -219,25 +220,23 @@ describe("OtsCalendar HTTP failure modes", () => {
       slow.setSlow(slowDelayMs)
       const cal = yield* calendar([good.url, slow.url], 400)
       const digest = digestOf("daily root")
-      const start = Date.now()
-      let goodDoneAfter = -1
+      // order of completion, not wall-clock bounds: the good calendar answers before the slow
+      // one's timeout fires, and the slow one ends by our 400 ms timeout, not by its 5 s answer
+      const finished: Array<string> = []
       const [g, s] = yield* Effect.all(
         [
-          cal.submit(good.url, digest).pipe(Effect.tap(() => Effect.sync(() => (goodDoneAfter = Date.now() - start)))),
-          Effect.either(cal.submit(slow.url, digest))
+          cal.submit(good.url, digest).pipe(Effect.ensuring(Effect.sync(() => finished.push("good")))),
+          Effect.either(cal.submit(slow.url, digest)).pipe(Effect.ensuring(Effect.sync(() => finished.push("slow"))))
         ],
         { concurrency: "unbounded" }
       )
-      const total = Date.now() - start
       expect(replay(parseTimestamp(g, digest), digest)[0]!.attestation).toStrictEqual(Attestations.pending(good.url))
-      expect(goodDoneAfter).toBeGreaterThanOrEqual(0)
-      expect(goodDoneAfter).toBeLessThan(slowDelayMs / 5)
+      expect(finished).toStrictEqual(["good", "slow"])
       expect(Either.isLeft(s)).toBe(true)
       if (Either.isLeft(s)) {
         expect(s.left.url).toBe(slow.url)
         expect(s.left.message).toMatch(/timed out after 400 ms/)
       }
-      expect(total).toBeLessThan(slowDelayMs / 2)
     })
   )
 

@@ -1,3 +1,4 @@
+import { blockHash, headerBytes, meetsTarget, parseHeader, REGTEST_BITS } from "../../../src/Domain/BitcoinHeader.js"
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
@@ -87,12 +88,21 @@ describe("in-process simulated calendar (demo mode)", () => {
       now += 1_000
       const up = yield* cal.upgrade(SIMULATED_CALENDAR_URL, p!.commitment)
       const [b] = bitcoinAttestations(parseTimestamp(up!, p!.commitment), p!.commitment)
-      expect(cal.blockHeaders().get(b!.height)).toStrictEqual({
+      const mined = cal.blockHeaders().get(b!.height)!
+      expect(mined).toStrictEqual({
         height: b!.height,
         merkleRoot: bytesToHex(b!.commitment),
         time: 1_700_000_001,
-        calendar: SIMULATED_CALENDAR_URL
+        calendar: SIMULATED_CALENDAR_URL,
+        hash: blockHash(headerBytes(mined.header)),
+        header: mined.header
       })
+      // a real header: merkle root = the attested message, regtest nBits met, chained to the previous simulated block
+      const fields = parseHeader(mined.header)
+      expect([fields.merkleRoot, fields.time, fields.bits]).toEqual([bytesToHex(b!.commitment), 1_700_000_001, REGTEST_BITS])
+      expect(meetsTarget(headerBytes(mined.header))).toBe(true)
+      const parent = simulatedBlockHeaders().get(b!.height - 1)
+      expect(fields.prevBlockHash).toBe(parent === undefined ? "00".repeat(32) : parent.hash)
 
       const wrong = yield* Effect.flip(cal.submit("https://a.example", d))
       expect(wrong._tag).toBe("CalendarError")

@@ -78,7 +78,6 @@ describe("TsaClient (HTTP)", () => {
         const logs = captureLogs()
         const before = bad.requests
         const digest = digest32()
-        const started = Date.now()
         const stamp = yield* stampWith(
           layerHttp({ urls: [bad.url, good.url], trustAnchorsPem: bad.caPem + good.caPem, timeoutMs: 300 }),
           digest
@@ -91,7 +90,6 @@ describe("TsaClient (HTTP)", () => {
         expect(warnings[0]!.message).toContain(bad.url)
         if (mode === "hang") {
           expect(warnings[0]!.message).toMatch(/timed out after 300 ms/)
-          expect(Date.now() - started).toBeLessThan(5_000)
         }
         if (mode === "http500") expect(warnings[0]!.message).toMatch(/HTTP 500/)
         if (mode === "wrongDigest") expect(warnings[0]!.message).toMatch(/imprint/)

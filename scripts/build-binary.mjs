@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// npm run build:binary → dist/attestd: a Node single executable application (issue 14 §2).
+// The CommonJS bundle (scripts/bundle.mjs --sea) is the main script; better-sqlite3's addon
+// and, when a build left it in dist/verifier/page.html, the browser verifier page are assets.
+import { execFileSync } from "node:child_process"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..")
+const require = createRequire(import.meta.url)
+const dist = join(ROOT, "dist")
+const work = join(dist, "sea")
+mkdirSync(work, { recursive: true })
+
+execFileSync(process.execPath, [join(ROOT, "scripts", "bundle.mjs"), "--sea"], { stdio: "inherit" })
+
+const addon = join(dirname(require.resolve("better-sqlite3/package.json")), "build", "Release", "better_sqlite3.node")
+if (!existsSync(addon)) throw new Error(`better-sqlite3 addon not found at ${addon}: run npm install`)
+const assets = { "better_sqlite3.node": addon }
+const page = join(dist, "verifier", "page.html")
+if (existsSync(page)) assets["verifier.html"] = page
+
+const blob = join(work, "attestd.blob")
+const config = join(work, "sea-config.json")
+writeFileSync(config, JSON.stringify({ main: join(work, "attestd.cjs"), output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2))
+execFileSync(process.execPath, ["--experimental-sea-config", config], { stdio: "inherit" })
+
+const out = join(dist, "attestd")
+rmSync(out, { force: true })
+copyFileSync(process.execPath, out)
+chmodSync(out, 0o755)
+execFileSync(process.execPath, [
+  require.resolve("postject/dist/cli.js"),
+  out,
+  "NODE_SEA_BLOB",
+  blob,
+  "--sentinel-fuse",
+  "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2"
+], { stdio: "inherit" })
+console.log(`dist/attestd: ${(statSync(out).size / 1e6).toFixed(1)} MB (node ${process.version}, assets: ${Object.keys(assets).join(", ")})`)

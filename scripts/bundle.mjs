@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+// Bundles the CLI with esbuild (issue 14 §2), so a command loads one file instead of
+// ~2,000 modules:
+//   node scripts/bundle.mjs          dist/cli.mjs  (ESM; better-sqlite3 stays a package: npx attestd)
+//   node scripts/bundle.mjs --sea    dist/sea/attestd.cjs (CommonJS, for the single executable;
+//                                    better-sqlite3's addon comes from a SEA asset, see src/Platform/NativeSqlite.ts)
+import { build } from "esbuild"
+import { readFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..")
+const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version
+const sea = process.argv.includes("--sea")
+
+const common = {
+  entryPoints: [join(ROOT, "src", "bin.ts")],
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  minify: true,
+  keepNames: false,
+  legalComments: "none",
+  logLevel: "warning",
+  // optional speed-ups of ws, never installed here
+  external: ["bufferutil", "utf-8-validate"],
+  define: { __ATTESTD_VERSION__: JSON.stringify(version) }
+}
+
+// In the single executable, better-sqlite3's addon is the SEA asset "better_sqlite3.node":
+// written once to the temp dir (named by its SHA-256), loaded with process.dlopen, and
+// handed to every Database through better-sqlite3's own nativeBinding option.
+const SEA_BANNER = `
+const __attestd_import_meta_url = require("node:url").pathToFileURL(process.execPath).href;
+globalThis.__attestdSqliteBinding = (() => {
+  let addon;
+  return () => {
+    if (addon !== undefined) return addon;
+    const sea = require("node:sea"), fs = require("node:fs"), os = require("node:os"), path = require("node:path"), crypto = require("node:crypto");
+    const bytes = Buffer.from(sea.getAsset("better_sqlite3.node"));
+    const digest = crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+    const dir = path.join(os.tmpdir(), "attestd-native");
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const file = path.join(dir, "better_sqlite3-" + digest + ".node");
+    if (!fs.existsSync(file)) {
+      const partial = file + "." + process.pid;
+      fs.writeFileSync(partial, bytes, { mode: 0o500 });
+      fs.renameSync(partial, file);
+    }
+    const m = { exports: {} };
+    process.dlopen(m, file);
+    return (addon = m.exports);
+  };
+})();`
+
+const nativeBindingFromSea = {
+  name: "better-sqlite3-native-binding-from-sea",
+  setup(b) {
+    b.onLoad({ filter: /better-sqlite3[\\/]lib[\\/]database\.js$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8")
+      const from = "const nativeBinding = 'nativeBinding' in options ? options.nativeBinding : null;"
+      if (!source.includes(from)) throw new Error("better-sqlite3/lib/database.js changed: update scripts/bundle.mjs")
+      return {
+        contents: source.replace(from, "const nativeBinding = 'nativeBinding' in options ? options.nativeBinding : globalThis.__attestdSqliteBinding();"),
+        loader: "js"
+      }
+    })
+  }
+}
+
+// ws try-requires these optional speed-ups; in the executable they are absent by design.
+const noOptionalNative = {
+  name: "no-optional-native",
+  setup(b) {
+    b.onResolve({ filter: /^(bufferutil|utf-8-validate)$/ }, (args) => ({ path: args.path, namespace: "absent" }))
+    b.onLoad({ filter: /.*/, namespace: "absent" }, (args) => ({ contents: `throw new Error("${args.path} is not in the executable")`, loader: "js" }))
+  }
+}
+
+if (sea) {
+  await build({
+    ...common,
+    format: "cjs",
+    outfile: join(ROOT, "dist", "sea", "attestd.cjs"),
+    define: { ...common.define, "import.meta.url": "__attestd_import_meta_url" },
+    banner: { js: SEA_BANNER },
+    external: [],
+    plugins: [nativeBindingFromSea, noOptionalNative]
+  })
+} else {
+  await build({
+    ...common,
+    format: "esm",
+    outfile: join(ROOT, "dist", "cli.mjs"),
+    external: [...common.external, "better-sqlite3"],
+    banner: { js: `import { createRequire as __attestdCreateRequire } from "node:module";\nconst require = __attestdCreateRequire(import.meta.url);` }
+  })
+}

@@ -1,0 +1,98 @@
+/**
+ * Graceful shutdown of the HTTP listener. On SIGTERM/SIGINT the main fiber is
+ * interrupted and the layers are released in reverse order; the finalizer of
+ * `DrainLive` runs first, while the request handlers, the database and the
+ * workers are still there:
+ *
+ * 1. let the event loop take in what is already on the wire (connections in
+ *    the accept queue, request bytes in socket buffers), then stop listening;
+ * 2. every response from now on carries `Connection: close`;
+ * 3. wait until no request is in flight and none has arrived for 250 ms (bounded
+ *    by ATTESTD_SHUTDOWN_TIMEOUT), then close idle keep-alive connections, or every
+ *    connection on timeout.
+ *
+ * Then the HTTP server, the workers (a seal / anchor / delivery transaction in
+ * progress commits or rolls back as its fiber is interrupted) and the database
+ * close, and the process exits 0.
+ */
+import { Duration, Effect, Layer } from "effect"
+import type { IncomingMessage, Server, ServerResponse } from "node:http"
+import { Server as NetServer } from "node:net"
+import { shutdownTimeout } from "../Platform/Config.js"
+
+export interface Drainer {
+  /** Called for every request before it is handled. */
+  readonly track: (req: IncomingMessage, res: ServerResponse) => void
+  /** Resolves when no request is in flight any more (or after `timeoutMs`); true if drained in time. */
+  readonly drain: (timeoutMs: number) => Promise<boolean>
+  server: Server | undefined
+}
+
+/** How long the server must see no request before idle keep-alive connections are closed. */
+const QUIET_MS = 250
+
+const turn = () => new Promise<void>((r) => setImmediate(r))
+const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
+
+export const makeDrainer = (): Drainer => {
+  const inFlight = new Set<ServerResponse>()
+  let draining = false
+  let requests = 0
+  const drainer: Drainer = {
+    server: undefined,
+    track: (_req, res) => {
+      inFlight.add(res)
+      requests++
+      if (draining) res.shouldKeepAlive = false
+      const done = () => inFlight.delete(res)
+      res.once("finish", done)
+      res.once("close", done)
+    },
+    drain: async (timeoutMs) => {
+      const server = drainer.server
+      if (server === undefined || draining) return true
+      draining = true
+      const deadline = Date.now() + timeoutMs
+      // What the kernel already holds (accept queue, request bytes) is read in the next poll phases.
+      await turn()
+      await turn()
+      // Stop listening without http.Server#close's closeIdleConnections: a connection
+      // accepted a moment ago whose request is not parsed yet still looks idle.
+      if (server.listening) await new Promise<void>((r) => NetServer.prototype.close.call(server, () => r()))
+      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false
+      // Then a quiet period: a keep-alive client may have written its next request just
+      // before the signal, on a connection the server has not read yet (a loaded machine
+      // can take tens of ms to get there); such a request is answered (with Connection:
+      // close) rather than reset. Each request seen restarts the quiet period.
+      let quietSince = inFlight.size === 0 ? Date.now() : undefined
+      let seen = requests
+      while (Date.now() < deadline) {
+        if (inFlight.size > 0 || requests !== seen) quietSince = undefined
+        else if (quietSince === undefined) quietSince = Date.now()
+        seen = requests
+        if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS) break
+        await pause(20)
+      }
+      const drained = inFlight.size === 0
+      if (drained) server.closeIdleConnections()
+      else server.closeAllConnections()
+      return drained
+    }
+  }
+  return drainer
+}
+
+/** Drains `drainer` when its scope closes; built after the HTTP layers so it is released before them. */
+export const DrainLive = (drainer: Drainer) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const timeout = yield* Effect.orDie(shutdownTimeout)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        if (drainer.server === undefined) return
+        yield* Effect.logInfo("shutting down: no new connections, finishing requests in flight")
+        const drained = yield* Effect.promise(() => drainer.drain(Duration.toMillis(timeout)))
+        if (drained) yield* Effect.logInfo("requests drained")
+        else yield* Effect.logWarning(`requests still in flight after ATTESTD_SHUTDOWN_TIMEOUT (${Duration.format(timeout)}); connections closed`)
+      })
+    )
+  }))

@@ -1,0 +1,118 @@
+/**
+ * `attestd backup` / `attestd restore` (issue 14 §4). A backup is a directory:
+ *
+ *   manifest.json     format, service version, time, store, files
+ *   attestd.db        SQLite only: a consistent online copy (VACUUM INTO, a read
+ *                     transaction: the service keeps running and writing)
+ *   signing-keys/     the T0 signing keys (PKCS#8 PEM) from the data dir
+ *   demo-tsa/         the embedded demo TSA's key and certificates, if any
+ *   …                 anything else in the data dir (never the live database files)
+ *
+ * On Postgres the database is not copied (use pg_dump, README "Backups"); the
+ * data-dir files still are, they are not in the database.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
+import { basename, dirname, join, relative, resolve } from "node:path"
+import { SERVICE_VERSION } from "../Info/Version.js"
+import type { AppConfigShape } from "./Config.js"
+import { dialectOf, layerFromUrl } from "./Sql.js"
+
+export const BACKUP_FORMAT = "attestd-backup/1"
+const DB_FILE = "attestd.db"
+
+export interface Manifest {
+  readonly format: typeof BACKUP_FORMAT
+  readonly version: string
+  readonly created_at: string
+  readonly store: "sqlite" | "pg"
+  readonly database_file: string | null
+  readonly files: ReadonlyArray<string>
+}
+
+const isEmptyDir = (dir: string) => !existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)
+
+const sqliteFile = (url: string) => resolve(url.slice("sqlite:".length))
+
+/** Files of the data dir to carry (relative paths), never the live SQLite files. */
+const dataDirFiles = (dataDir: string, dbFile: string | undefined): Array<string> => {
+  if (!existsSync(dataDir)) return []
+  const skip = dbFile === undefined ? new Set<string>() : new Set([dbFile, `${dbFile}-wal`, `${dbFile}-shm`, `${dbFile}-journal`])
+  const out: Array<string> = []
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const full = join(dir, entry.name)
+      if (entry.isDirectory()) walk(full)
+      else if (entry.isFile() && !skip.has(resolve(full))) out.push(relative(dataDir, full))
+    }
+  }
+  walk(dataDir)
+  return out.sort()
+}
+
+export const backup = (config: AppConfigShape, to: string) =>
+  Effect.gen(function*() {
+    const target = resolve(to)
+    if (!isEmptyDir(target)) return yield* Effect.fail(new Error(`backup target ${target} exists and is not an empty directory`))
+    const store = dialectOf(config.databaseUrl)
+    const dbFile = store === "sqlite" ? sqliteFile(config.databaseUrl) : undefined
+    if (dbFile !== undefined && !existsSync(dbFile)) return yield* Effect.fail(new Error(`no database at ${dbFile}`))
+    // Written beside the target and renamed at the end: a target that exists is a complete backup.
+    const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
+    mkdirSync(partial, { recursive: true })
+    if (dbFile !== undefined) {
+      yield* Effect.logInfo(`backup: copying the database ${dbFile} (online, VACUUM INTO)`)
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe("PRAGMA busy_timeout = 10000")
+        yield* sql.unsafe("VACUUM INTO ?", [join(partial, DB_FILE)])
+      }).pipe(Effect.provide(layerFromUrl(config.databaseUrl)))
+    }
+    const files = dataDirFiles(resolve(config.dataDir), dbFile)
+    for (const f of files) {
+      mkdirSync(dirname(join(partial, f)), { recursive: true })
+      cpSync(join(config.dataDir, f), join(partial, f), { preserveTimestamps: true })
+    }
+    const manifest: Manifest = {
+      format: BACKUP_FORMAT,
+      version: SERVICE_VERSION,
+      created_at: new Date().toISOString(),
+      store,
+      database_file: dbFile === undefined ? null : DB_FILE,
+      files
+    }
+    writeFileSync(join(partial, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n")
+    if (existsSync(target)) renameSync(target, `${partial}.empty`) // an empty target dir: replace it
+    renameSync(partial, target)
+    yield* Effect.logInfo(`backup: ${files.length} data-dir file(s)${dbFile === undefined ? "" : " and the database"} written to ${target}`)
+    return { to: target, ...manifest }
+  })
+
+export const restore = (config: AppConfigShape, from: string) =>
+  Effect.gen(function*() {
+    const source = resolve(from)
+    const manifestPath = join(source, "manifest.json")
+    if (!existsSync(manifestPath)) return yield* Effect.fail(new Error(`${source} is not an attestd backup (no manifest.json)`))
+    const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest
+    if (manifest.format !== BACKUP_FORMAT) return yield* Effect.fail(new Error(`unknown backup format ${String(manifest.format)}`))
+    const dataDir = resolve(config.dataDir)
+    if (!isEmptyDir(dataDir)) return yield* Effect.fail(new Error(`data dir ${dataDir} is not empty; restore only into an empty one`))
+    const store = dialectOf(config.databaseUrl)
+    if (manifest.store !== store) {
+      return yield* Effect.fail(new Error(`the backup is of a ${manifest.store} store, DATABASE_URL is ${store}`))
+    }
+    const dbFile = store === "sqlite" ? sqliteFile(config.databaseUrl) : undefined
+    if (dbFile !== undefined && existsSync(dbFile)) return yield* Effect.fail(new Error(`a database already exists at ${dbFile}`))
+    for (const f of manifest.files) {
+      if (f.startsWith("..") || resolve(dataDir, f) !== join(dataDir, f)) return yield* Effect.fail(new Error(`bad path in manifest: ${f}`))
+      mkdirSync(dirname(join(dataDir, f)), { recursive: true })
+      cpSync(join(source, f), join(dataDir, f), { preserveTimestamps: true })
+    }
+    if (dbFile !== undefined && manifest.database_file !== null) {
+      mkdirSync(dirname(dbFile), { recursive: true })
+      cpSync(join(source, manifest.database_file), dbFile)
+    }
+    yield* Effect.logInfo(`restore: ${manifest.files.length} data-dir file(s)${dbFile === undefined ? "" : " and the database"} restored from ${source}`)
+    return { from: source, data_dir: dataDir, database: dbFile ?? null, files: manifest.files.length }
+  })

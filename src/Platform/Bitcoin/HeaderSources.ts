@@ -1,0 +1,124 @@
+/**
+ * Port to Bitcoin block-header sources: Esplora-compatible HTTP APIs
+ * (ATTESTD_BITCOIN_SOURCES) or, in demo mode, the simulated chain.
+ *
+ *   GET {base}/block-height/{h}       → block hash (display order, text)
+ *   GET {base}/block/{hash}/header    → 80-byte header (hex text)
+ *
+ * Every source is asked concurrently through @effect/platform's HttpClient with
+ * a timeout per request. Each answer is checked on its own (the header hashes to
+ * the hash given for the height); with several sources every one must answer
+ * and all must agree, else the call fails with a `HeaderSourceError` naming the
+ * disagreement, and the caller retries later.
+ */
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Context, Data, Duration, Effect, Layer } from "effect"
+import { blockHash, headerBytes } from "../../Domain/BitcoinHeader.js"
+
+export class HeaderSourceError extends Data.TaggedError("HeaderSourceError")<{
+  readonly message: string
+  /** True when the sources answered but did not agree. */
+  readonly disagreement: boolean
+}> {}
+
+export interface SourcedHeader {
+  /** Block hash, display order. */
+  readonly hash: string
+  /** The 80-byte header, lowercase hex. */
+  readonly header: string
+}
+
+export interface BitcoinHeaderSourcesService {
+  /** Base URLs asked (or the simulated chain's label). */
+  readonly sources: ReadonlyArray<string>
+  readonly simulated: boolean
+  /** The header of the block at `height`, agreed by every source. */
+  readonly header: (height: number) => Effect.Effect<SourcedHeader, HeaderSourceError>
+}
+
+export class BitcoinHeaderSources extends Context.Tag("Platform/BitcoinHeaderSources")<
+  BitcoinHeaderSources,
+  BitcoinHeaderSourcesService
+>() {}
+
+export const DEFAULT_SOURCE_TIMEOUT = Duration.seconds(10)
+const MAX_ANSWER_CHARS = 1024
+const HASH = /^[0-9a-f]{64}$/
+
+const trimSlash = (url: string): string => url.replace(/\/+$/, "")
+
+/** Agreement of several sources' answers for one height. */
+export const agree = (
+  height: number,
+  answers: ReadonlyArray<{ readonly source: string; readonly answer: SourcedHeader }>
+): Effect.Effect<SourcedHeader, HeaderSourceError> => {
+  const first = answers[0]
+  if (first === undefined) return Effect.fail(new HeaderSourceError({ message: "no Bitcoin header source configured", disagreement: false }))
+  const other = answers.find((a) => a.answer.header !== first.answer.header)
+  return other === undefined
+    ? Effect.succeed(first.answer)
+    : Effect.fail(new HeaderSourceError({
+      message: `sources disagree on block ${height}: ${first.source} says ${first.answer.hash}, ${other.source} says ${other.answer.hash}`,
+      disagreement: true
+    }))
+}
+
+export const makeEsplora = (opts: {
+  readonly sources: ReadonlyArray<string>
+  readonly timeout?: Duration.DurationInput
+}) =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const timeout = opts.timeout ?? DEFAULT_SOURCE_TIMEOUT
+
+    const text = (source: string, path: string) =>
+      client.execute(HttpClientRequest.get(`${trimSlash(source)}${path}`, { headers: { "user-agent": "attestd" } })).pipe(
+        Effect.flatMap((res) =>
+          res.status === 200
+            ? res.text
+            : Effect.zipRight(res.text.pipe(Effect.ignore), Effect.fail(new Error(`HTTP ${res.status}`)))
+        ),
+        Effect.scoped,
+        Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out after ${Duration.format(timeout)}`) }),
+        Effect.map((t) => t.slice(0, MAX_ANSWER_CHARS).trim().toLowerCase()),
+        Effect.mapError((e) =>
+          new HeaderSourceError({ message: `${source}${path}: ${e instanceof Error ? e.message : String(e)}`, disagreement: false })
+        )
+      )
+
+    const ask = (source: string, height: number) =>
+      Effect.gen(function*() {
+        const hash = yield* text(source, `/block-height/${height}`)
+        if (!HASH.test(hash)) return yield* new HeaderSourceError({ message: `${source}: not a block hash for ${height}`, disagreement: false })
+        const header = yield* text(source, `/block/${hash}/header`)
+        const bytes = yield* Effect.try({
+          try: () => headerBytes(header),
+          catch: () => new HeaderSourceError({ message: `${source}: not an 80-byte header for ${hash}`, disagreement: false })
+        })
+        if (blockHash(bytes) !== hash) {
+          return yield* new HeaderSourceError({ message: `${source}: the header of ${hash} hashes to ${blockHash(bytes)}`, disagreement: true })
+        }
+        return { source, answer: { hash, header } }
+      })
+
+    return {
+      sources: opts.sources,
+      simulated: false,
+      header: (height: number) =>
+        Effect.forEach(opts.sources, (s) => ask(s, height), { concurrency: "unbounded" }).pipe(
+          Effect.flatMap((answers) => agree(height, answers)),
+          Effect.withSpan("BitcoinHeaderSources.header", { attributes: { height } })
+        )
+    } satisfies BitcoinHeaderSourcesService
+  })
+
+/** Esplora-compatible sources over @effect/platform's fetch HttpClient. */
+export const layerEsplora = (opts: { readonly sources: ReadonlyArray<string>; readonly timeout?: Duration.DurationInput }) =>
+  Layer.effect(BitcoinHeaderSources, makeEsplora(opts)).pipe(Layer.provide(FetchHttpClient.layer))
+
+/** No source: every Bitcoin attestation stays below T2 (demo mode with external calendars and no sources). */
+export const layerNone: Layer.Layer<BitcoinHeaderSources> = Layer.succeed(BitcoinHeaderSources, {
+  sources: [],
+  simulated: false,
+  header: () => Effect.fail(new HeaderSourceError({ message: "no Bitcoin header source configured (ATTESTD_BITCOIN_SOURCES)", disagreement: false }))
+})

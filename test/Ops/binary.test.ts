@@ -1,0 +1,74 @@
+/**
+ * The single executable (issue 14 §2): `npm run build:binary` makes dist/attestd,
+ * which, copied alone into an empty directory (no node_modules anywhere above
+ * it), creates a key, serves on SQLite (healthz 200), attests, and verifies the
+ * evidence bundle offline with its own `verify` command.
+ */
+import { execFile, spawn } from "node:child_process"
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "vitest"
+import { freePort, randomHex32, REPO_ROOT, sleep } from "../helpers/process.js"
+
+const run = (file: string, args: ReadonlyArray<string>, options: { cwd: string; env: NodeJS.ProcessEnv }) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(file, args, { ...options, encoding: "utf8", timeout: 300_000, maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === "number" ? err.code : 1) : 0, stdout, stderr })
+    })
+  })
+
+describe("single executable", () => {
+  const cleanup: Array<() => void> = []
+  afterAll(() => {
+    for (const f of cleanup.reverse()) f()
+  })
+
+  it("builds, then runs alone in an empty directory: keys, serve, attest, verify", async () => {
+    const built = await run(process.execPath, [join(REPO_ROOT, "scripts", "build-binary.mjs")], { cwd: REPO_ROOT, env: process.env })
+    expect(built.code, built.stdout + built.stderr).toBe(0)
+
+    const dir = mkdtempSync(join(tmpdir(), "attestd-exe-"))
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+    const exe = join(dir, "attestd")
+    copyFileSync(join(REPO_ROOT, "dist", "attestd"), exe)
+    const env: NodeJS.ProcessEnv = { PATH: "/usr/bin:/bin", HOME: dir, TMPDIR: dir, ATTESTD_DATA_DIR: join(dir, "data"), PORT: String(await freePort()), HOST: "127.0.0.1", ATTESTD_SEAL_INTERVAL: "1s" }
+
+    const created = await run(exe, ["keys", "create", "--label", "exe"], { cwd: dir, env })
+    expect(created.code, created.stderr).toBe(0)
+    const key = (JSON.parse(created.stdout.trim().split("\n").pop()!) as { key: string }).key
+
+    const server = spawn(exe, ["serve"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    server.stdout.on("data", (c: Buffer) => (output += c.toString()))
+    server.stderr.on("data", (c: Buffer) => (output += c.toString()))
+    const exited = new Promise<number | null>((r) => server.once("exit", (code) => r(code)))
+    cleanup.push(() => server.kill("SIGKILL"))
+    const url = `http://127.0.0.1:${env.PORT}`
+    let health = 0
+    for (let i = 0; i < 300 && health !== 200; i++) {
+      health = await fetch(`${url}/v1/healthz`).then((r) => r.status, () => 0)
+      if (health !== 200) await sleep(100)
+    }
+    expect(health, output).toBe(200)
+
+    const hash = randomHex32()
+    const attested = await fetch(`${url}/v1/attest`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify({ hash_hex: hash })
+    })
+    expect(attested.status).toBe(201)
+    const { id } = (await attested.json()) as { id: string }
+    const evidence = await fetch(`${url}/v1/attestation/${id}/evidence`, { headers: { authorization: `Bearer ${key}` } })
+    expect(evidence.status).toBe(200)
+    writeFileSync(join(dir, "bundle.json"), await evidence.text())
+    const verified = await run(exe, ["verify", "bundle.json", "--hash", hash], { cwd: dir, env })
+    expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, id, hash_hex: hash })
+
+    server.kill("SIGTERM")
+    expect(await exited).toBe(0)
+    expect(output).not.toContain("only supports loading built-in modules")
+  }, 300_000)
+})

@@ -52,6 +52,14 @@ for (const dialect of await dialects()) {
       expect(literal.body.source).toBe("\\u0000")
     })
 
+    it("source length counts code points: 100 emoji fit, 101 do not", async () => {
+      const { key } = await server.createKey()
+      const ok = await client(server.url, key).post("/v1/attest", { hash_hex: randomHash(), source: "😀".repeat(100) })
+      expect(ok.status).toBe(201)
+      expect(ok.body.source).toBe("😀".repeat(100))
+      expectEnvelope(await client(server.url, key).post("/v1/attest", { hash_hex: randomHash(), source: "😀".repeat(101) }), 400, "VALIDATION_ERROR")
+    })
+
     it("JSON nested 3,000 deep (also inside extra_data) is VALIDATION_ERROR, not 500", async () => {
       const { key } = await server.createKey()
       const deep = "[".repeat(3000) + "]".repeat(3000)

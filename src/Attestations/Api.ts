@@ -20,7 +20,7 @@ export const Source = Schema.String.pipe(
 export const ExtraData = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
   identifier: "ExtraData",
   description:
-    "Free JSON object (at most 16 KiB serialized). With client_encrypted it must be `{alg: \"A256GCM\", iv, ciphertext}` (Base64URL), stored opaque."
+    "Free JSON object (at most 16 KiB serialized). With client_encrypted it is an opaque blob: any JSON object, stored and returned exactly as sent; the recommended layout (the one attestd's helpers write) is `{alg: \"A256GCM\", iv, ciphertext}` in Base64URL."
 })
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, microseconds, +00:00" })

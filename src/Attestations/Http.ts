@@ -30,8 +30,12 @@ const itemOf = (a: Attested) => ({
   client_encrypted: a.claim.clientEncrypted
 })
 
-/** Checks extra_data's size, and its shape when the client encrypted it. */
-export const checkExtraData = (extraData: unknown, clientEncrypted: boolean) =>
+/**
+ * Checks extra_data's size. With client_encrypted the object is an opaque blob
+ * (spec 2.4): any JSON object is accepted, stored and returned exactly as sent;
+ * our helpers' `{alg, iv, ciphertext}` layout is a recommendation, not a rule.
+ */
+export const checkExtraData = (extraData: unknown, _clientEncrypted: boolean) =>
   Effect.gen(function*() {
     if (extraData === null || extraData === undefined) return
     const size = Buffer.byteLength(JSON.stringify(extraData), "utf8")
@@ -40,19 +44,6 @@ export const checkExtraData = (extraData: unknown, clientEncrypted: boolean) =>
         message: `extra_data must be at most ${EXTRA_DATA_MAX_BYTES} bytes of JSON`,
         details: [{ path: ["extra_data"], message: `${size} bytes` }]
       })
-    }
-    if (clientEncrypted) {
-      const e = extraData as Record<string, unknown>
-      const b64url = /^[A-Za-z0-9_-]+={0,2}$/
-      const ok = typeof e.iv === "string" && b64url.test(e.iv) && typeof e.ciphertext === "string" &&
-        b64url.test(e.ciphertext) && (e.alg === undefined || e.alg === "A256GCM") &&
-        Object.keys(e).every((k) => k === "alg" || k === "iv" || k === "ciphertext")
-      if (!ok) {
-        return yield* new ValidationError({
-          message: "with client_encrypted, extra_data must be {alg: \"A256GCM\", iv, ciphertext} in Base64URL",
-          details: [{ path: ["extra_data"], message: "not an encrypted blob" }]
-        })
-      }
     }
   })
 

@@ -182,42 +182,50 @@ for (const dialect of await dialects()) {
       }
     })
 
-    it("client_encrypted: extra_data must be {alg?: A256GCM, iv, ciphertext} in Base64URL; stored and returned as sent", async () => {
-      const blob = { alg: "A256GCM", iv: b64url(12), ciphertext: b64url(48) }
-      const a = await attestWith(api, { client_encrypted: true, extra_data: blob })
-      expect(a.extra_data).toEqual(blob)
-      const g = await api.get(`/v1/attestation/${a.id}/metadata`)
-      expect(g.body.client_encrypted).toBe(true)
-      expect(g.body.extra_data).toEqual(blob)
-
-      const noAlg = { iv: b64url(12), ciphertext: b64url(20) }
-      const p = await api.patch(`/v1/attestation/${a.id}/metadata`, { extra_data: noAlg })
-      expect(p.status).toBe(200)
-      expect(p.body.extra_data).toEqual(noAlg)
-      expect(p.body.client_encrypted).toBe(true)
-
-      const bad: Array<unknown> = [
-        { alg: "A128GCM", iv: b64url(12), ciphertext: b64url(10) },
-        { iv: "not base64url!", ciphertext: b64url(10) },
-        { iv: b64url(12), ciphertext: "a+b/c" },
-        { iv: b64url(12) },
-        { ciphertext: b64url(12) },
-        { iv: 12, ciphertext: b64url(12) },
-        { iv: b64url(12), ciphertext: b64url(12), extra: "field" },
-        { plain: "text" }
+    it("client_encrypted: extra_data is opaque: any JSON object is stored and returned exactly as sent (key order too)", async () => {
+      const b64 = (n: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(n))).toString("base64")
+      const layouts: Array<Record<string, unknown>> = [
+        { alg: "A256GCM", iv: b64url(12), ciphertext: b64url(48) }, // the helpers' layout
+        { iv: b64url(12), ciphertext: b64url(20) }, // no alg
+        { v: 2, alg: "A256GCM", iv: b64(12), ct: b64(32), tag: b64(16) }, // separate tag, standard Base64, a version
+        { ciphertext: b64(40), iv: b64(12), alg: "A128GCM", kid: "key-7" }, // other alg, other key order
+        { enc: "XChaCha20-Poly1305", nonce: b64url(24), data: [1, 2, 3], meta: { wrapped: { k: "x" } } },
+        { iv: "not base64url!", ciphertext: "a+b/c==", extra: "field", n: 12, flag: true, nothing: null }
       ]
-      for (const extra_data of bad) {
-        expectEnvelope(await api.post("/v1/attest", { hash_hex: randomHash(), client_encrypted: true, extra_data }), 400, "VALIDATION_ERROR")
-        expectEnvelope(await api.patch(`/v1/attestation/${a.id}/metadata`, { extra_data }), 400, "VALIDATION_ERROR")
+      const same = (a: unknown, b: unknown) => expect(JSON.stringify(a)).toBe(JSON.stringify(b))
+      let last = ""
+      for (const blob of layouts) {
+        const a = await attestWith(api, { client_encrypted: true, extra_data: blob })
+        same(a.extra_data, blob)
+        const g = await api.get(`/v1/attestation/${a.id}/metadata`)
+        expect(g.body.client_encrypted).toBe(true)
+        same(g.body.extra_data, blob)
+        last = a.id
       }
-      // switching a plaintext claim to encrypted requires the blob shape
+      // PATCH an encrypted claim to every other layout; each read returns it byte for byte
+      for (const blob of [...layouts].reverse()) {
+        const p = await api.patch(`/v1/attestation/${last}/metadata`, { extra_data: blob })
+        expect(p.status).toBe(200)
+        same(p.body.extra_data, blob)
+        expect(p.body.client_encrypted).toBe(true)
+        same((await api.get(`/v1/attestation/${last}/metadata`)).body.extra_data, blob)
+      }
+      // the size limit still holds for encrypted blobs, and a rejected write changes nothing
+      const before = (await api.get(`/v1/attestation/${last}/metadata`)).body.extra_data
+      const huge = { ct: "A".repeat(17 * 1024) }
+      expectEnvelope(await api.post("/v1/attest", { hash_hex: randomHash(), client_encrypted: true, extra_data: huge }), 400, "VALIDATION_ERROR")
+      expectEnvelope(await api.patch(`/v1/attestation/${last}/metadata`, { extra_data: huge }), 400, "VALIDATION_ERROR")
+      same((await api.get(`/v1/attestation/${last}/metadata`)).body.extra_data, before)
+      // not an object is still a schema error
+      for (const extra_data of ["a string", [1, 2], 42]) {
+        expectEnvelope(await api.post("/v1/attest", { hash_hex: randomHash(), client_encrypted: true, extra_data }), 400, "VALIDATION_ERROR")
+      }
+      // a plaintext claim can be switched to encrypted with any blob
       const plain = await attestWith(api, { extra_data: { plain: "text" } })
-      expectEnvelope(await api.patch(`/v1/attestation/${plain.id}/metadata`, { client_encrypted: true }), 400, "VALIDATION_ERROR")
-      const switched = await api.patch(`/v1/attestation/${plain.id}/metadata`, { client_encrypted: true, extra_data: blob })
+      const switched = await api.patch(`/v1/attestation/${plain.id}/metadata`, { client_encrypted: true, extra_data: layouts[2] })
       expect(switched.status).toBe(200)
-      expect(switched.body).toMatchObject({ client_encrypted: true, extra_data: blob })
-      const after = await api.get(`/v1/attestation/${a.id}/metadata`)
-      expect(after.body.extra_data).toEqual(noAlg)
+      expect(switched.body.client_encrypted).toBe(true)
+      same(switched.body.extra_data, layouts[2])
     })
 
     it("DELETE soft-deletes: {deleted: true}, then 404; verify hides the source; re-attest gives a fresh claim; others unchanged", async () => {

@@ -18,6 +18,7 @@ import { DrainLive, makeDrainer } from "./Http/Drain.js"
 import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
+import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
@@ -121,6 +122,7 @@ export const ServicesLive = (config: AppConfigShape) =>
 export const HttpApiLive = Layer.mergeAll(
   HttpApiSwagger.layer({ path: "/docs" }),
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  VerifierPageLive,
   ApiErrorsLive
 ).pipe(
   Layer.provideMerge(

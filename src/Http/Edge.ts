@@ -41,7 +41,8 @@ const toPattern = (path: string): RegExp =>
 const knownRoutes = (): ReadonlyArray<KnownRoute> => {
   const routes: Array<KnownRoute> = [
     { method: "GET", pattern: toPattern("/openapi.json") },
-    { method: "GET", pattern: /^\/docs(\/.*)?$/ }
+    { method: "GET", pattern: /^\/docs(\/.*)?$/ },
+    { method: "GET", pattern: toPattern("/verifier") }
   ]
   HttpApi.reflect(Api, {
     onGroup: () => {},

@@ -1,0 +1,109 @@
+/**
+ * GET /verifier: the self-contained browser verification page (issue 10 §3).
+ *
+ * The page (dist/verifier/page.html, built by scripts/build-verifier.mjs, or the
+ * `verifier.html` asset of a single-executable build) is read once at start and
+ * served from memory. At serve time the instance embeds its trust inputs: its
+ * signing keys (as GET /v1/keys), its TSA trust anchors (PEM) and, in demo mode,
+ * its simulated chain's headers, named "published by <origin>", so the page —
+ * and a copy saved to disk — verifies offline.
+ */
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { existsSync, readFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
+import { SigningKeys } from "./Http.js"
+
+export const VERIFIER_PATH = "/verifier"
+export const SEA_ASSET = "verifier.html"
+
+/** The page template: the single-executable asset when running as one, else the build output. */
+export const loadVerifierPage = (): string | null => {
+  try {
+    const load = typeof require === "function" ? require : createRequire(import.meta.url)
+    const sea = load("node:sea") as { isSea?: () => boolean; getAsset: (k: string, enc: string) => string }
+    if (sea.isSea?.() === true) return sea.getAsset(SEA_ASSET, "utf8")
+  } catch {
+    // not a single executable (or a Node without node:sea)
+  }
+  try {
+    const here = dirname(fileURLToPath(import.meta.url))
+    for (const candidate of [join(here, "..", "verifier", "page.html"), join(here, "..", "..", "dist", "verifier", "page.html")]) {
+      if (existsSync(candidate)) return readFileSync(candidate, "utf8")
+    }
+  } catch {
+    // bundled without import.meta (the single executable): only the asset applies
+  }
+  return null
+}
+
+/** The trust inputs a served page carries. */
+export interface EmbeddedTrust {
+  readonly origin: string
+  readonly mode: string
+  readonly keys: ReadonlyArray<unknown>
+  readonly tsaCaPem: ReadonlyArray<string>
+  readonly simulatedHeaders: Readonly<Record<string, string>> | null
+}
+
+/** JSON safe inside `<script type="application/json">`. */
+const scriptJson = (value: unknown): string =>
+  JSON.stringify(value).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026")
+    .replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029")
+
+export const renderVerifierPage = (template: string, trust: EmbeddedTrust): string =>
+  template.replace("{{TRUST}}", () => scriptJson(trust))
+
+/** The CSP of the page itself (its <meta> copy) plus what only a header can say. */
+const headerCsp = (html: string): string => {
+  const meta = /<meta http-equiv="Content-Security-Policy" content="([^"]*)">/.exec(html)?.[1] ?? "default-src 'none'"
+  return `${meta}; frame-ancestors 'none'`
+}
+
+const originOf = (req: HttpServerRequest.HttpServerRequest): string => {
+  const host = req.headers["host"]
+  const proto = req.headers["x-forwarded-proto"] === "https" ? "https" : "http"
+  return typeof host === "string" && /^[A-Za-z0-9.\-[\]:]{1,300}$/.test(host) ? `${proto}://${host}` : "this instance"
+}
+
+/** The TSA trust anchors this instance uses (PEM certificates): the demo TSA's root, or ATTESTD_TSA_CA_FILE. */
+const tsaAnchorsOf = (config: AppConfigShape): ReadonlyArray<string> => {
+  const file = config.tsaUrls.length === 0
+    ? join(config.dataDir, "demo-tsa", "root.pem")
+    : Option.getOrUndefined(config.tsaCaFile)
+  if (file === undefined || !existsSync(file)) return []
+  return readFileSync(file, "utf8").match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []
+}
+
+/** The route, outside the JSON API (like /docs): an HTML page, not an operation. */
+export const VerifierPageLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function*() {
+    const template = loadVerifierPage()
+    const config = yield* AppConfig
+    const keys = yield* SigningKeys
+    const handler = Effect.gen(function*() {
+      if (template === null) {
+        return yield* HttpServerResponse.json(
+          { error: true, code: "NOT_BUILT", message: "the verifier page is not built (npm run build)", details: null },
+          { status: 503 }
+        )
+      }
+      const req = yield* HttpServerRequest.HttpServerRequest
+      const jwks = yield* keys.active
+      const simulatedHeaders = null
+      const html = renderVerifierPage(template, { origin: originOf(req), mode: config.mode, keys: jwks, tsaCaPem: tsaAnchorsOf(config), simulatedHeaders })
+      return HttpServerResponse.html(html).pipe(
+        HttpServerResponse.setHeaders({
+          "content-security-policy": headerCsp(html),
+          "x-content-type-options": "nosniff",
+          "referrer-policy": "no-referrer",
+          "cache-control": "no-store"
+        })
+      )
+    })
+    yield* router.get(VERIFIER_PATH, handler)
+  })
+)

@@ -1,0 +1,38 @@
+/**
+ * GET /verifier: the page with the instance's trust inputs embedded (keys as GET
+ * /v1/keys, the TSA anchors, the origin), under a restrictive CSP; or, while the
+ * page could not be built, a 503 error envelope.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { loadVerifierPage } from "../../src/Info/VerifierPage.js"
+import { client, expectEnvelope, startTestServer, type TestServer } from "../helpers/server.js"
+
+describe("GET /verifier", () => {
+  let server: TestServer
+  beforeAll(async () => {
+    server = await startTestServer("sqlite")
+  })
+  afterAll(async () => {
+    await server?.close()
+  })
+
+  it("serves the built page with the instance's trust inputs, or says it is not built", async () => {
+    const reply = await client(server.url).get("/verifier")
+    if (loadVerifierPage() === null) {
+      expectEnvelope(reply, 503, "NOT_BUILT")
+      return
+    }
+    expect(reply.status).toBe(200)
+    expect(reply.headers.get("content-type")).toMatch(/^text\/html/)
+    expect(reply.headers.get("content-security-policy")).toMatch(/default-src 'none'.*frame-ancestors 'none'/)
+    const json = /<script type="application\/json" id="attestd-trust">([^<]*)<\/script>/.exec(reply.text)?.[1]
+    const trust = JSON.parse(json!)
+    expect(trust.origin).toBe(server.url)
+    expect(trust.keys).toEqual((await client(server.url).get("/v1/keys")).body.keys)
+    expect(trust.tsaCaPem[0]).toMatch(/^-----BEGIN CERTIFICATE-----/)
+  })
+
+  it("other methods are refused with the envelope", async () => {
+    expectEnvelope(await client(server.url).post("/verifier", {}), 405, "METHOD_NOT_ALLOWED")
+  })
+})

@@ -77,7 +77,7 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
           }
           yield* hourly(limiter, `scan:${key.id}`, SCANS_PER_HOUR, "scans")
           const hashes = [...new Set(payload.hashes)]
-          const matches = yield* Effect.orDie(repo.scan(key.orgId, hashes))
+          const matches = yield* Effect.orDie(repo.scan(key.orgId, key.id, hashes))
           return HttpServerResponse.unsafeJson({
             scan_id: newScanId(),
             matched: matches.length,
@@ -107,7 +107,7 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
           }
           const hashes = payload.hashes !== undefined
             ? [...new Set(payload.hashes)]
-            : yield* Effect.orDie(repo.hashesByTags(key.orgId, payload.tag_filter!.and, DERIVED_LIST_MAX_ITEMS + 1))
+            : yield* Effect.orDie(repo.hashesByTags(key.orgId, key.id, payload.tag_filter!.and, DERIVED_LIST_MAX_ITEMS + 1))
           if (hashes.length > DERIVED_LIST_MAX_ITEMS) {
             return yield* new ValidationError({ message: `a derived list holds at most ${DERIVED_LIST_MAX_ITEMS} items` })
           }

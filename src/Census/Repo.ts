@@ -45,10 +45,14 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         ? sql`(SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb))`
         : sql`(SELECT value FROM json_each(${JSON.stringify(values)}))`
 
-    const scan = (orgId: string, hashes: ReadonlyArray<string>) =>
+    /**
+     * The org's matches; `source` is claim data, so it comes only from the
+     * caller's own live claim (null when the caller has none on that hash).
+     */
+    const scan = (orgId: string, apiKeyId: string, hashes: ReadonlyArray<string>) =>
       sql<{ hash_hex: string; first_seen: string; source: string | null }>`
         SELECT a.hash_hex, MIN(c.created_at) AS first_seen,
-          (SELECT c2.source FROM claims c2 WHERE c2.attestation_seq = a.seq AND c2.org_id = ${orgId}
+          (SELECT c2.source FROM claims c2 WHERE c2.attestation_seq = a.seq AND c2.api_key_id = ${apiKeyId}
              AND c2.deleted_at IS NULL ORDER BY c2.created_at, c2.id LIMIT 1) AS source
         FROM attestations a
         JOIN claims c ON c.attestation_seq = a.seq AND c.org_id = ${orgId} AND c.deleted_at IS NULL
@@ -80,8 +84,12 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         }
       )
 
-    /** Hashes of the org's live claims whose tags match every condition (within one claim). */
-    const hashesByTags = (orgId: string, conditions: ReadonlyArray<{ readonly key: string; readonly value: string }>, limit: number) => {
+    /**
+     * Hashes of the caller's own live claims whose tags match every condition
+     * (within one claim). Tags are claim data: another key's tags, even in the
+     * same org, never select anything (no oracle for their values).
+     */
+    const hashesByTags = (orgId: string, apiKeyId: string, conditions: ReadonlyArray<{ readonly key: string; readonly value: string }>, limit: number) => {
       const [first, ...rest] = conditions
       const joins = rest.map((c, i) => {
         const t = sql(`t${i + 1}`)
@@ -89,7 +97,8 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
       })
       return Effect.map(
         sql<{ hash_hex: string }>`SELECT DISTINCT a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
-          JOIN claims c ON c.id = t0.claim_id AND c.org_id = ${orgId} AND c.deleted_at IS NULL
+          JOIN claims c ON c.id = t0.claim_id AND c.org_id = ${orgId} AND c.api_key_id = ${apiKeyId}
+            AND c.deleted_at IS NULL
           JOIN attestations a ON a.seq = t0.attestation_seq
           WHERE t0.key = ${first!.key} AND t0.value = ${first!.value}
           LIMIT ${limit}`,

@@ -59,8 +59,8 @@ for (const dialect of await dialects()) {
       const c = await server.createKey({ scopes: ["census"], orgId: org })
       censusKeyId = c.id
       census = client(server.url, c.key)
-      t1 = client(server.url, (await server.createKey({ scopes: ["attest", "tags:write", "metadata:write"], orgId: org })).key)
-      t2 = client(server.url, (await server.createKey({ scopes: ["attest", "tags:write", "metadata:write"], orgId: org })).key)
+      t1 = client(server.url, (await server.createKey({ scopes: ["attest", "tags:write", "metadata:write", "census"], orgId: org })).key)
+      t2 = client(server.url, (await server.createKey({ scopes: ["attest", "tags:write", "metadata:write", "census"], orgId: org })).key)
       other = client(server.url, (await server.createKey({ scopes: ["attest", "tags:write", "census"], orgId: otherOrg })).key)
     })
     afterAll(async () => {
@@ -106,7 +106,7 @@ for (const dialect of await dialects()) {
       expectEnvelope(await census.get("/v1/derived-lists/dl_doesnotexist"), 404, "NOT_FOUND")
     })
 
-    it("create from tag_filter: only hashes of the org's live claims whose tags match every condition", async () => {
+    it("create from tag_filter: only hashes of the caller's own live claims whose tags match every condition (spec 5.8)", async () => {
       const g = Array.from({ length: 7 }, randomHash)
       const att = async (api: Api, hash: string, tags: Record<string, string>) => {
         const a = await attestWith(api, { hash_hex: hash })
@@ -115,10 +115,10 @@ for (const dialect of await dialects()) {
         return a
       }
       const marker = `m${Math.random().toString(36).slice(2, 8)}`
-      await att(t1, g[0]!, { run: marker, env: "prod", team: "a" }) // match
+      await att(t1, g[0]!, { run: marker, env: "prod", team: "a" }) // match for t1
       await att(t1, g[1]!, { run: marker, env: "prod", team: "b" }) // team differs
       await att(t1, g[2]!, { run: marker, env: "dev" }) // env differs
-      await att(t2, g[3]!, { run: marker, env: "prod", team: "a" }) // match, second key of the org
+      await att(t2, g[3]!, { run: marker, env: "prod", team: "a" }) // match for t2 only: another key of the same org
       await att(other, g[4]!, { run: marker, env: "prod", team: "a" }) // other org
       const gone = await att(t1, g[5]!, { run: marker, env: "prod", team: "a" }) // soft-deleted below
       expect((await t1.delete(`/v1/attestation/${gone.id}/metadata`)).status).toBe(200)
@@ -127,23 +127,33 @@ for (const dialect of await dialects()) {
       await att(t2, g[6]!, { run: marker, team: "a" })
 
       const filter = { and: [{ key: "run", value: marker }, { key: "env", value: "prod" }, { key: "team", value: "a" }] }
-      const created = await createList({ tag_filter: filter })
-      expect(created.item_count).toBe(2)
+      const created = await createList({ tag_filter: filter }, t1)
+      expect(created.item_count).toBe(1) // g0 only: t2's matching claim on g3 is not t1's to select
       const values = deriveValues(created.list_key, g)
       const m1 = await anon().post(`/v1/derived-lists/${created.id}/match`, { list_key: created.list_key, values: [values[0], values[3]] })
       expect(m1.status, m1.text).toBe(200)
-      expect(m1.body).toEqual({ matched: 2, total: 2 })
+      expect(m1.body).toEqual({ matched: 1, total: 2 })
       const m2 = await anon().post(`/v1/derived-lists/${created.id}/match`, { list_key: created.list_key, values: [values[1], values[2], values[4], values[5], values[6]] })
       expect(m2.body).toEqual({ matched: 0, total: 5 })
+      // t2's own filter selects its own claim only
+      const ofT2 = await createList({ tag_filter: filter }, t2)
+      expect(ofT2.item_count).toBe(1)
+      const m4 = await anon().post(`/v1/derived-lists/${ofT2.id}/match`, { list_key: ofT2.list_key, values: deriveValues(ofT2.list_key, g) })
+      expect(m4.body).toEqual({ matched: 1, total: 7 }) // g3
+      const onlyG3 = await anon().post(`/v1/derived-lists/${ofT2.id}/match`, { list_key: ofT2.list_key, values: deriveValues(ofT2.list_key, [g[3]!]) })
+      expect(onlyG3.body).toEqual({ matched: 1, total: 1 })
+      // a key of the org with no claims of its own learns nothing about other keys' tag values
+      expect((await createList({ tag_filter: filter })).item_count).toBe(0)
+      expect((await createList({ tag_filter: { and: [{ key: "run", value: marker }] } })).item_count).toBe(0)
 
       // a one-condition filter
-      const prod = await createList({ tag_filter: { and: [{ key: "run", value: marker }, { key: "env", value: "prod" }] } })
-      expect(prod.item_count).toBe(4) // g0, g1, g3, g6 (not g4: other org; not g5: deleted)
+      const prod = await createList({ tag_filter: { and: [{ key: "run", value: marker }, { key: "env", value: "prod" }] } }, t1)
+      expect(prod.item_count).toBe(3) // g0, g1, g6 (not g3: t2's; not g4: other org; not g5: deleted)
       const pv = deriveValues(prod.list_key, g)
       const m3 = await anon().post(`/v1/derived-lists/${prod.id}/match`, { list_key: prod.list_key, values: pv })
-      expect(m3.body).toEqual({ matched: 4, total: 7 })
+      expect(m3.body).toEqual({ matched: 3, total: 7 })
       // a filter matching nothing gives an empty list
-      expect((await createList({ tag_filter: { and: [{ key: "run", value: marker + "-none" }] } })).item_count).toBe(0)
+      expect((await createList({ tag_filter: { and: [{ key: "run", value: marker + "-none" }] } }, t1)).item_count).toBe(0)
     })
 
     it("validation: exactly one of hashes / tag_filter, expires_in_hours 1..2160, hex hashes, filter shape", async () => {

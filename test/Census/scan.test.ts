@@ -107,9 +107,10 @@ for (const dialect of await dialects()) {
       const liveFirst = (rows: Array<ClaimRow>) => rows.filter((c) => c.deleted_at === null)[0]!
       expect(liveFirst(cFirstDeleted).source).toBe("second-live")
       const expected = sortedBy([
-        { hash_hex: both, first_seen: liveFirst(cBoth).created_at, source: "src-a1" },
+        // the scanning key holds no claim of its own: no source (claim data is the owning key's)
+        { hash_hex: both, first_seen: liveFirst(cBoth).created_at, source: null },
         { hash_hex: onlyA2, first_seen: liveFirst(cOnlyA2).created_at, source: null },
-        { hash_hex: firstDeleted, first_seen: liveFirst(cFirstDeleted).created_at, source: "second-live" }
+        { hash_hex: firstDeleted, first_seen: liveFirst(cFirstDeleted).created_at, source: null }
       ])
       expect(sortedBy(r.body.matches)).toEqual(expected)
       for (const m of r.body.matches) expect(m.first_seen).toMatch(WIRE_TIME)
@@ -127,7 +128,7 @@ for (const dialect of await dialects()) {
       const rb = await (await scanner(orgB)).post("/scan", { hashes: scanned })
       expect(rb.status, rb.text).toBe(200)
       expect(rb.body.matched).toBe(1)
-      expect(rb.body.matches).toEqual([{ hash_hex: orgBOnly, first_seen: (await claimsOf(server, orgBOnly))[0]!.created_at, source: "src-b1" }])
+      expect(rb.body.matches).toEqual([{ hash_hex: orgBOnly, first_seen: (await claimsOf(server, orgBOnly))[0]!.created_at, source: null }])
       expect(rb.body.match_rate).toBeCloseTo(1 / 6, 10)
       expect(rb.body.scan_id).not.toBe(r.body.scan_id)
 
@@ -151,7 +152,35 @@ for (const dialect of await dialects()) {
       expect(r.body.matched).toBe(1)
       const live = (await claimsOf(server, h)).filter((c) => c.deleted_at === null)
       expect(live).toHaveLength(1)
-      expect(r.body.matches).toEqual([{ hash_hex: h, first_seen: live[0]!.created_at, source: "v2" }])
+      expect(r.body.matches).toEqual([{ hash_hex: h, first_seen: live[0]!.created_at, source: null }])
+    })
+
+    it("a match's source is the caller's own live claim's source, never another key's of the same org (spec 5.8)", async () => {
+      const keyWith = async () => client(server.url, (await server.createKey({ scopes: ["attest", "metadata:write", "scan"], orgId: orgA })).key)
+      const [ka, kb, kc] = [await keyWith(), await keyWith(), await keyWith()]
+      const shared = randomHash() // ka (source), kb (source), kc (no source)
+      const onlyA = randomHash() // ka only
+      const aDeleted = randomHash() // ka (deleted), kb (live)
+      await attestWith(ka, { hash_hex: shared, source: "secret-of-a" })
+      await attestWith(kb, { hash_hex: shared, source: "secret-of-b" })
+      await attestWith(kc, { hash_hex: shared })
+      await attestWith(ka, { hash_hex: onlyA, source: "only-a" })
+      const d = await attestWith(ka, { hash_hex: aDeleted, source: "a-deleted" })
+      expect((await ka.delete(`/v1/attestation/${d.id}/metadata`)).status).toBe(200)
+      await attestWith(kb, { hash_hex: aDeleted, source: "b-live" })
+      const hashes = [shared, onlyA, aDeleted]
+      const sourcesSeenBy = async (api: Api) => {
+        const r = await api.post("/v1/scan", { hashes })
+        expect(r.status, r.text).toBe(200)
+        expect(r.body.matched).toBe(3) // the org's inventory still counts every key's claims
+        return Object.fromEntries((r.body.matches as Array<any>).map((m) => [m.hash_hex, m.source]))
+      }
+      const seenA = await sourcesSeenBy(ka)
+      expect(seenA).toEqual({ [shared]: "secret-of-a", [onlyA]: "only-a", [aDeleted]: null })
+      const seenB = await sourcesSeenBy(kb)
+      expect(seenB).toEqual({ [shared]: "secret-of-b", [onlyA]: null, [aDeleted]: "b-live" })
+      const seenC = await sourcesSeenBy(kc)
+      expect(seenC).toEqual({ [shared]: null, [onlyA]: null, [aDeleted]: null })
     })
 
     it("needs an API key (401), the scan scope (403) and an org_id on the key (403)", async () => {

@@ -33,6 +33,7 @@
  *   Buffers either way.
  */
 import * as crypto from "node:crypto"
+import type { WorkerJob } from "./MerkleWorker.js"
 import { fileURLToPath } from "node:url"
 import { Worker } from "node:worker_threads"
 import { type Kernel, makeMerkleKernel } from "./MerkleKernel.js"
@@ -295,28 +296,6 @@ const workerFile = (): string => {
   if (!here.endsWith(".js")) throw new WorkerFailure("no compiled Merkle worker beside the TypeScript sources")
   return fileURLToPath(new URL("./MerkleWorker.js", import.meta.url))
 }
-
-type WorkerJob =
-  | {
-    readonly op: "sortKeys"
-    readonly dec: SharedArrayBuffer
-    readonly keys: SharedArrayBuffer
-    readonly from: number
-    readonly to: number
-    readonly idxBits: number
-  }
-  | {
-    readonly op: "chunks"
-    readonly counter: SharedArrayBuffer
-    readonly chunkCount: number
-    readonly keys: SharedArrayBuffer
-    readonly scale: number
-    readonly dec: SharedArrayBuffer
-    readonly out: SharedArrayBuffer
-    readonly offsets: ReadonlyArray<number>
-    readonly sizes: ReadonlyArray<number>
-    readonly depth: number
-  }
 
 interface WorkerReply {
   readonly id: number

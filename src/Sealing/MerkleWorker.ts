@@ -2,10 +2,17 @@
 import { parentPort } from "node:worker_threads"
 import { makeMerkleKernel } from "./MerkleKernel.js"
 
-type Job =
-  | { readonly id: number; readonly op: "sortKeys"; readonly dec: SharedArrayBuffer; readonly keys: SharedArrayBuffer; readonly from: number; readonly to: number; readonly idxBits: number }
+/** A job the builder posts (with an id the worker echoes in its reply). */
+export type WorkerJob =
   | {
-    readonly id: number
+    readonly op: "sortKeys"
+    readonly dec: SharedArrayBuffer
+    readonly keys: SharedArrayBuffer
+    readonly from: number
+    readonly to: number
+    readonly idxBits: number
+  }
+  | {
     readonly op: "chunks"
     readonly counter: SharedArrayBuffer
     readonly chunkCount: number
@@ -17,6 +24,8 @@ type Job =
     readonly sizes: ReadonlyArray<number>
     readonly depth: number
   }
+
+type Job = WorkerJob & { readonly id: number }
 
 const port = parentPort
 if (port === null) throw new Error("MerkleWorker.ts runs as a worker thread only")

@@ -141,7 +141,13 @@ export interface VerifyOptions {
   readonly bitcoinSources?: ReadonlyArray<string>
   /** The simulated chain of a demo instance: height → 80-byte header hex. Only for bundles marked simulated. */
   readonly simulatedHeaders?: Readonly<Record<string, string>>
-  /** fetch for bitcoinSources (default globalThis.fetch). */
+  /**
+   * Esplora-compatible API base URLs of the simulated chain (a demo instance's /v1/simulated-chain):
+   * asked, all must agree, only for bundles marked simulated and only when given explicitly
+   * (the simulatedHeaders, when they have the block, are used first).
+   */
+  readonly simulatedSources?: ReadonlyArray<string>
+  /** fetch for bitcoinSources and simulatedSources (default globalThis.fetch). */
   readonly fetch?: (url: string) => Promise<{ readonly ok: boolean; readonly status: number; text(): Promise<string> }>
   /** How to name each trust input in the report (e.g. "keys published by https://host", "--keys keys.json"). */
   readonly trustLabels?: {
@@ -511,7 +517,7 @@ const defaultFetch = (): VerifyOptions["fetch"] => {
 }
 
 /** Asks every Esplora-compatible source for the header at `height`; all must agree. */
-const askSources = async (sources: ReadonlyArray<string>, height: number, opts: VerifyOptions): Promise<Confirmation> => {
+const askSources = async (sources: ReadonlyArray<string>, height: number, opts: VerifyOptions, what = "Bitcoin"): Promise<Confirmation> => {
   const fetcher = opts.fetch ?? defaultFetch()
   if (fetcher === undefined) return { _tag: "none", detail: "no fetch available to ask the Bitcoin sources" }
   const get = async (url: string): Promise<string> => {
@@ -530,16 +536,16 @@ const askSources = async (sources: ReadonlyArray<string>, height: number, opts: 
       if (blockHash(headerBytes(header)) !== hash.toLowerCase()) throw new Error(`${base} returned a header whose hash is not ${hash}`)
       answers.push({ source: base, header })
     } catch (e) {
-      return { _tag: "none", detail: `Bitcoin source ${base} could not be asked (${errText(e)}); the header's place in the chain was not confirmed` }
+      return { _tag: "none", detail: `${what} source ${base} could not be asked (${errText(e)}); the header's place in the chain was not confirmed` }
     }
   }
   const first = answers[0]
-  if (first === undefined) return { _tag: "none", detail: "no Bitcoin source given" }
+  if (first === undefined) return { _tag: "none", detail: `no ${what} source given` }
   const other = answers.find((a) => a.header !== first.header)
   if (other !== undefined) {
-    return { _tag: "failed", detail: `the Bitcoin sources disagree on block ${height}: ${first.source} and ${other.source} return different headers` }
+    return { _tag: "failed", detail: `the ${what} sources disagree on block ${height}: ${first.source} and ${other.source} return different headers` }
   }
-  return { _tag: "header", header: first.header, label: `Bitcoin sources ${answers.map((a) => a.source).join(", ")} (all agree)` }
+  return { _tag: "header", header: first.header, label: `${what} sources ${answers.map((a) => a.source).join(", ")} (all agree)` }
 }
 
 const confirmation = async (height: number, simulated: boolean, opts: VerifyOptions, notes: Array<string>): Promise<Confirmation> => {
@@ -548,6 +554,11 @@ const confirmation = async (height: number, simulated: boolean, opts: VerifyOpti
   if (simulated) {
     const sim = opts.simulatedHeaders?.[h]
     if (sim !== undefined) return { _tag: "header", header: sim.toLowerCase(), label: `${labels.simulated ?? "the simulated chain headers given"} (SIMULATED chain, not Bitcoin)` }
+    if (opts.simulatedSources !== undefined && opts.simulatedSources.length > 0) {
+      const asked = await askSources(opts.simulatedSources, height, opts, "simulated chain")
+      if (asked._tag !== "header") return asked
+      return { ...asked, label: `${asked.label} (SIMULATED chain, not Bitcoin)` }
+    }
   } else {
     const given = opts.bitcoinHeaders?.[h]
     if (given !== undefined) return { _tag: "header", header: given.toLowerCase(), label: labels.headers ?? "the Bitcoin block headers given" }

@@ -375,6 +375,47 @@ export const cases: ReadonlyArray<VerifyCase> = [
     checks: { t0: "ok", t1: "ok", t2: "unanchored" }
   },
   {
+    name: "a simulated-chain bundle is confirmed by simulated-chain sources given explicitly, when they agree",
+    prepare: async (fx) => {
+      const b = clone(fx.t2)
+      b.t2.simulated = true
+      const chains = { "https://demo-a.example/v1/simulated-chain": fx.bitcoinHeaders, "https://demo-b.example/v1/simulated-chain": fx.bitcoinHeaders }
+      return { bundle: b, options: { keys: fx.keys, tsaCaPem: fx.tsaCaPem, simulatedSources: Object.keys(chains), fetch: esplora(chains) } }
+    },
+    verdict: "verified",
+    checks: ALL_OK,
+    trust: { t2: /demo-a\.example.*demo-b\.example.*agree.*SIMULATED/ }
+  },
+  {
+    name: "simulated-chain sources that disagree: T2 fails",
+    prepare: async (fx) => {
+      const b = clone(fx.t2)
+      b.t2.simulated = true
+      const chains = {
+        "https://demo-a.example/v1/simulated-chain": fx.bitcoinHeaders,
+        "https://demo-b.example/v1/simulated-chain": { [fx.height]: otherHeaderFor(fx.bitcoinHeaders[fx.height]!) }
+      }
+      return { bundle: b, options: { keys: fx.keys, tsaCaPem: fx.tsaCaPem, simulatedSources: Object.keys(chains), fetch: esplora(chains) } }
+    },
+    verdict: "failed",
+    checks: { t0: "ok", t1: "ok", t2: "failed" },
+    detail: { t2: /simulated chain sources disagree/ }
+  },
+  {
+    name: "simulated-chain sources never confirm a real Bitcoin bundle",
+    prepare: async (fx) => ({
+      bundle: fx.t2,
+      options: {
+        keys: fx.keys,
+        tsaCaPem: fx.tsaCaPem,
+        simulatedSources: ["https://demo-a.example/v1/simulated-chain"],
+        fetch: esplora({ "https://demo-a.example/v1/simulated-chain": fx.bitcoinHeaders })
+      }
+    }),
+    verdict: "partial",
+    checks: { t0: "ok", t1: "ok", t2: "unanchored" }
+  },
+  {
     name: "the genuine token against another TSA's anchors: T1 fails",
     prepare: async (fx) => ({ bundle: fx.t1, options: { keys: fx.keys, tsaCaPem: OTHER_ROOT_PEM } }),
     verdict: "failed",

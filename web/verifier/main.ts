@@ -109,7 +109,8 @@ export const headerTime = (headerHex: unknown): string | null => {
 const TRUSTS: Record<string, string> = {
   T0: "the service's signing key (ECDSA P-256)",
   T1: "the time-stamping authority (RFC 3161) and its certificate chain",
-  T2: "Bitcoin: the block header's proof of work and, when checked, its place in the chain"
+  T2: "Bitcoin: the block header's proof of work and, when checked, its place in the chain",
+  T2sim: "a SIMULATED chain (demo mode, not Bitcoin): its block header and its place in that chain"
 }
 
 // ---------------------------------------------------------------------------
@@ -222,7 +223,7 @@ const render = (r: AnyReport, bundle: unknown) => {
     const when = status === "ok" || status === "unanchored" ? timeOf(tier, r, bundle) : null
     const row = el("li", { "data-tier": tier, "data-status": status, class: `tier ${status}` },
       el("div", { class: "tier-head" }, el("strong", {}, tier), el("span", { class: "badge" }, STATUS_TEXT[status] ?? status)),
-      el("div", { class: "trusts" }, `Trusts: ${TRUSTS[tier]} — ${typeof check?.trust === "string" ? check.trust : trustLabel(tier)}`),
+      el("div", { class: "trusts" }, `Trusts: ${tier === "T2" && check?.simulated === true ? TRUSTS.T2sim : TRUSTS[tier]} — ${typeof check?.trust === "string" ? check.trust : trustLabel(tier)}`),
       ...(when ? [el("div", { class: "when" }, `Existed no later than ${when}`)] : []),
       el("div", { class: "detail" }, typeof check?.detail === "string" ? check.detail : "this tier is not in the bundle"))
     tiers.append(row)
@@ -424,6 +425,10 @@ const start = () => {
     // /v1/simulated-chain for a simulated one (then the embedded headers are set aside).
     void runVerify({ bitcoinSources: sources, simulatedSources: sources }, ["simulatedHeaders"])
   })
+  // A demo instance's bundles are on its simulated chain: check them against its Esplora endpoints.
+  if (state.embedded?.simulatedHeaders && /^https?:/.test(state.embedded.origin)) {
+    $<HTMLInputElement>("input[name=bitcoin-sources]").value = `${state.embedded.origin}/v1/simulated-chain`
+  }
   const params = new URLSearchParams(location.search)
   const brand = params.get("brand")
   if (brand) void applyBrand(brand)

@@ -12,6 +12,8 @@ export default defineConfig({
     pool: "forks",
     poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     reporters: ["default"],
+    // the servers under test log every request; show a test's output only when it fails
+    silent: "passed-only",
     projects: [
       { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: PROCESS_SUITES } },
       { extends: true, test: { name: "processes", include: PROCESS_SUITES } }

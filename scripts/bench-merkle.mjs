@@ -8,8 +8,8 @@
 //
 // MERKLE_MODULE (or the modulePath option) points at a compiled Merkle module,
 // e.g. one built with
-//   npx esbuild src/Domain/Merkle.ts --format=esm --platform=node --outfile=/tmp/merkle.mjs
-// Default: ../dist/Domain/Merkle.js relative to this script.
+//   npx esbuild src/Sealing/MerkleBuilder.ts --format=esm --platform=node --outfile=/tmp/merkle.mjs
+// Default: ../dist/Sealing/MerkleBuilder.js relative to this script.
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -23,7 +23,7 @@ const loadMerkle = (modulePath) =>
   import(
     modulePath
       ? pathToFileURL(path.resolve(modulePath)).href
-      : new URL("../dist/Domain/Merkle.js", import.meta.url).href
+      : new URL("../dist/Sealing/MerkleBuilder.js", import.meta.url).href
   )
 
 const randomLeaves = (n) => {

@@ -137,7 +137,7 @@ const SECTIONS = [
       try {
         merkle = await mod.benchMerkle({
           sizes: config.merkleSizes,
-          modulePath: process.env.MERKLE_MODULE ?? path.join(buildDir, "Domain/Merkle.js"),
+          modulePath: process.env.MERKLE_MODULE ?? path.join(buildDir, "Sealing/MerkleBuilder.js"),
           log: (m) => log(`  ${m}`)
         })
       } catch (e) {
@@ -145,7 +145,7 @@ const SECTIONS = [
         merkle = { error: String(e?.message ?? e) }
       } finally {
         try {
-          const M = await import(pathToFileURL(process.env.MERKLE_MODULE ?? path.join(buildDir, "Domain/Merkle.js")).href)
+          const M = await import(pathToFileURL(process.env.MERKLE_MODULE ?? path.join(buildDir, "Sealing/MerkleBuilder.js")).href)
           if (typeof M.terminateMerkleWorker === "function") await M.terminateMerkleWorker()
         } catch {}
       }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // npm run build:binary → dist/attestd: a Node single executable application (issue 14 §2).
 // The CommonJS bundle (scripts/bundle.mjs --sea) is the main script; better-sqlite3's addon
-// and, when a build left it in dist/verifier/page.html, the browser verifier page are assets.
+// and the browser verifier page (dist/verifier/page.html, built by npm run build) are assets.
 import { execFileSync } from "node:child_process"
 import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -20,7 +20,8 @@ const addon = join(dirname(require.resolve("better-sqlite3/package.json")), "bui
 if (!existsSync(addon)) throw new Error(`better-sqlite3 addon not found at ${addon}: run npm install`)
 const assets = { "better_sqlite3.node": addon }
 const page = join(dist, "verifier", "page.html")
-if (existsSync(page)) assets["verifier.html"] = page
+if (!existsSync(page)) throw new Error(`${page} is missing: npm run build builds it`)
+assets["verifier.html"] = page
 
 const blob = join(work, "attestd.blob")
 const config = join(work, "sea-config.json")

@@ -68,11 +68,13 @@ const nativeBindingFromSea = {
   }
 }
 
-// ws try-requires these optional speed-ups; in the executable they are absent by design.
+// ws and msgpackr try-require these optional native speed-ups (msgpackr-extract loads its addon
+// from disk through node-gyp-build, which the executable's require refuses with a warning); in the
+// executable they are absent by design and both packages fall back to JavaScript.
 const noOptionalNative = {
   name: "no-optional-native",
   setup(b) {
-    b.onResolve({ filter: /^(bufferutil|utf-8-validate)$/ }, (args) => ({ path: args.path, namespace: "absent" }))
+    b.onResolve({ filter: /^(bufferutil|utf-8-validate|msgpackr-extract)$/ }, (args) => ({ path: args.path, namespace: "absent" }))
     b.onLoad({ filter: /.*/, namespace: "absent" }, (args) => ({ contents: `throw new Error("${args.path} is not in the executable")`, loader: "js" }))
   }
 }
@@ -91,7 +93,13 @@ if (sea) {
   await build({
     ...common,
     format: "esm",
-    outfile: join(ROOT, "dist", "cli.mjs"),
+    // split: the server (src/main.ts, imported lazily by serve and worker) is a chunk of its own,
+    // so the other commands never evaluate the HTTP stack
+    splitting: true,
+    outdir: join(ROOT, "dist"),
+    entryNames: "cli",
+    chunkNames: "cli-chunks/[name]-[hash]",
+    outExtension: { ".js": ".mjs" },
     external: [...common.external, "better-sqlite3"],
     banner: { js: `import { createRequire as __attestdCreateRequire } from "node:module";\nconst require = __attestdCreateRequire(import.meta.url);` }
   })

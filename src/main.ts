@@ -20,7 +20,7 @@ import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
-import { dialectOf, layerFromUrl, migrate } from "./Platform/Sql.js"
+import { DatabaseLive, dialectOf } from "./Platform/Sql.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
@@ -58,11 +58,7 @@ export interface ServeOptions {
   readonly workers?: boolean
 }
 
-/** The database, migrated unless told otherwise. */
-export const DatabaseLive = (config: AppConfigShape, options: { readonly migrate?: boolean } = {}) => {
-  const sql = layerFromUrl(config.databaseUrl)
-  return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
-}
+export { DatabaseLive } from "./Platform/Sql.js"
 
 /** The TSA: the configured RFC 3161 servers, or the embedded demo TSA. */
 export const TsaLive = (config: AppConfigShape): Layer.Layer<TsaClient> =>

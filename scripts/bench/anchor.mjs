@@ -72,7 +72,7 @@ const resetDay = async (store) => {
 }
 
 const benchTree = async ({ dist, count }) => {
-  const { buildTree } = await distImport(dist, "Domain/Merkle.js")
+  const { buildTree } = await distImport(dist, "Sealing/MerkleBuilder.js")
   const roots = Array.from({ length: count }, () => randomBytes(32).toString("hex"))
   for (let i = 0; i < 10; i++) buildTree(roots)
   const runs = []

@@ -308,7 +308,7 @@ const sealOnce = async ({ dist, store, windowEndMs, n }) => {
   const { Sealer } = await distImport(dist, "Sealing/Sealer.js")
   const { SealingRepo } = await distImport(dist, "Sealing/Repo.js")
   const { TsaClient } = await distImport(dist, "Platform/Tsa/TsaClient.js")
-  const Merkle = await distImport(dist, "Domain/Merkle.js")
+  const Merkle = await distImport(dist, "Sealing/MerkleBuilder.js")
   const { cpuMeter } = await import("./lib.mjs")
 
   const runtime = await makeRuntime(store, dist, {})

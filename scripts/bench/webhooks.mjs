@@ -223,7 +223,7 @@ export async function benchWebhooks({
     }
   }
   // the seals above may have started the Merkle worker thread in this process
-  await (await distImport(dist, "Domain/Merkle.js")).terminateMerkleWorker?.()
+  await (await distImport(dist, "Sealing/MerkleBuilder.js")).terminateMerkleWorker?.()
   return { rows, text: formatWebhooks(rows) }
 }
 

@@ -11,7 +11,7 @@
  * asked concurrently with bounded timeouts, so one dead calendar stalls no other.
  */
 import { Clock, Duration, Effect, Option } from "effect"
-import { buildTree } from "../Domain/Merkle.js"
+import { buildTree } from "../Sealing/MerkleBuilder.js"
 import {
   bitcoinAttestations,
   bytesToHex,

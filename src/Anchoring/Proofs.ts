@@ -5,7 +5,7 @@
  */
 import { Effect } from "effect"
 import type { Attestation } from "../Attestations/Domain.js"
-import { buildTree, type ProofStep } from "../Domain/Merkle.js"
+import { buildTree, type ProofStep } from "../Sealing/MerkleBuilder.js"
 import {
   chain,
   hexToBytes,

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import type { MerkleTree } from "../Domain/Merkle.js"
+import type { MerkleTree } from "../Sealing/MerkleBuilder.js"
 
 export type SubmissionStatus = "unsubmitted" | "pending" | "confirmed"
 

@@ -14,7 +14,11 @@ import {
 import { BATCH_MAX, Level, SOURCE_MAX } from "./Domain.js"
 
 export const Source = Schema.String.pipe(
-  Schema.maxLength(SOURCE_MAX, { message: () => `source must be at most ${SOURCE_MAX} characters` })
+  // Counted in code points (characters), not UTF-16 units: 100 emoji fit.
+  Schema.filter((s) => s.length <= SOURCE_MAX || [...s].length <= SOURCE_MAX, {
+    message: () => `source must be at most ${SOURCE_MAX} characters`,
+    jsonSchema: { maxLength: SOURCE_MAX }
+  })
 ).annotations({ description: "Operational label, at most 100 characters; private to the calling key" })
 
 export const ExtraData = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({

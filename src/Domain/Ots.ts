@@ -20,8 +20,8 @@
  * No Effect runtime and no I/O here: `node:crypto` for hashing, with a pure
  * fallback for RIPEMD-160 when the local OpenSSL 3 build lacks it.
  */
-import { createHash, getHashes } from "node:crypto"
-import { ripemd160 as nobleRipemd160 } from "@noble/hashes/legacy.js"
+import { ripemd160 as nobleRipemd160, sha1 as nobleSha1 } from "@noble/hashes/legacy.js"
+import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
 
 // ---------------------------------------------------------------------------
 // Types
@@ -197,14 +197,6 @@ const checkUri = (uri: Uint8Array): void => {
 // Ops
 // ---------------------------------------------------------------------------
 
-const hasNodeRipemd160 = (() => {
-  try {
-    return getHashes().includes("ripemd160") && createHash("ripemd160").update("").digest().length === 20
-  } catch {
-    return false
-  }
-})()
-
 const maxMsgLength = (op: Op): number => (op._tag === "hexlify" ? MAX_RESULT_LENGTH / 2 : MAX_MSG_LENGTH)
 
 /** Length of `op(msg)` for a message of length `msgLen`, enforcing the reference's MsgValueError rules. */
@@ -235,8 +227,6 @@ const opResultLength = (op: Op, msgLen: number): number => {
   return r
 }
 
-const hash = (algorithm: string, msg: Uint8Array): Uint8Array => new Uint8Array(createHash(algorithm).update(msg).digest())
-
 /** Apply an op to a message (same limits as the reference; keccak256 is unsupported here). */
 export const applyOp = (op: Op, msg: Uint8Array): Uint8Array => {
   opResultLength(op, msg.length)
@@ -246,11 +236,11 @@ export const applyOp = (op: Op, msg: Uint8Array): Uint8Array => {
     case "prepend":
       return concat(op.arg, msg)
     case "sha256":
-      return hash("sha256", msg)
+      return nobleSha256(msg)
     case "sha1":
-      return hash("sha1", msg)
+      return nobleSha1(msg)
     case "ripemd160":
-      return hasNodeRipemd160 ? hash("ripemd160", msg) : Uint8Array.from(nobleRipemd160(msg))
+      return nobleRipemd160(msg)
     case "keccak256":
       throw new OtsUnsupportedOpError("keccak256 op is not supported by this implementation (parseable, not computable)")
     case "reverse":

@@ -13,6 +13,7 @@ import { RateLimiter } from "../Auth/RateLimiter.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
+import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import { requestMetas } from "./AccessLog.js"
 
@@ -88,6 +89,27 @@ export const validationErrorFromIssues = (
 
 export const INVALID_JSON = () =>
   new Errors.ValidationError({ message: "request body is not valid JSON", details: [{ path: [], message: "invalid JSON" }] })
+
+export const NUL_IN_URL = () =>
+  new Errors.ValidationError({
+    message: "invalid request: the path or query holds U+0000",
+    details: [{ path: ["url"], message: "U+0000 is not allowed" }]
+  })
+
+/** The VALIDATION_ERROR for a body that nests too deep or holds U+0000, or undefined when it is fine. */
+export const bodyScanError = (text: string): Errors.ValidationError | undefined => {
+  const verdict = scanJson(text)
+  if (verdict === "ok") return undefined
+  return verdict === "nul"
+    ? new Errors.ValidationError({
+      message: "invalid request: a string holds U+0000",
+      details: [{ path: [], message: "U+0000 is not allowed in any string" }]
+    })
+    : new Errors.ValidationError({
+      message: "invalid request: JSON nests deeper than 64 levels",
+      details: [{ path: [], message: "nesting deeper than 64 levels" }]
+    })
+}
 
 const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
 
@@ -218,12 +240,30 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
         ))
       }
     }
+    if (urlHasNul(request.url)) return finish(errorResponse(NUL_IN_URL()))
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
+    const normalized = normalizeRequest(request, url)
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      // Read (and cache on this request) the body once, so every route refuses
+      // U+0000 and deep nesting the same way before its schema sees the value.
+      const text = yield* normalized.text.pipe(
+        HttpServerRequest.withMaxBodySize(Option.some(limit)),
+        Effect.mapError((e) =>
+          isBodyTooLarge(e)
+            ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
+            : INVALID_JSON()
+        ),
+        Effect.either
+      )
+      if (text._tag === "Left") return finish(errorResponse(text.left))
+      const bad = bodyScanError(text.right)
+      if (bad) return finish(errorResponse(bad))
+    }
     // The inner app writes the response itself; headers go on through a pre-response handler.
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
     return yield* app.pipe(
       Effect.provideService(RequestMeta, meta),
-      Effect.provideService(HttpServerRequest.HttpServerRequest, normalizeRequest(request, url)),
+      Effect.provideService(HttpServerRequest.HttpServerRequest, normalized),
       HttpServerRequest.withMaxBodySize(Option.some(limit)),
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause)

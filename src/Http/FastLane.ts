@@ -19,7 +19,7 @@ import { Authenticator } from "../Auth/Http.js"
 import { Quota } from "../Auth/Quota.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
+import { bodyScanError, INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
 import { errorParts, rateLimitHeaders } from "./Envelope.js"
 import type { Drainer } from "./Drain.js"
 import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
@@ -63,8 +63,10 @@ const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown) =>
     (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))
   )
 
-const parseJson = (text: string) =>
-  Effect.try({ try: () => (text === "" ? null : JSON.parse(text)) as unknown, catch: () => INVALID_JSON() })
+const parseJson = (text: string) => {
+  const bad = bodyScanError(text)
+  return bad ? Effect.fail(bad) : Effect.try({ try: () => (text === "" ? null : JSON.parse(text)) as unknown, catch: () => INVALID_JSON() })
+}
 
 export const FastLaneLive = (holder: FastLaneHolder) =>
   Layer.scopedDiscard(Effect.gen(function*() {

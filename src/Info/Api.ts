@@ -37,6 +37,13 @@ export const StatsResponse = Schema.Struct({
   daily_roots: Schema.Int
 }).annotations({ identifier: "StatsResponse" })
 
+export const TsaCertificatesResponse = Schema.Struct({
+  certificates: Schema.Array(Schema.Struct({
+    provider: Schema.String,
+    pem: Schema.String.annotations({ description: "one X.509 certificate, PEM" })
+  }))
+}).annotations({ identifier: "TsaCertificatesResponse" })
+
 export { Jwk }
 
 export class InfoApi extends HttpApiGroup.make("info")
@@ -59,6 +66,15 @@ export class InfoApi extends HttpApiGroup.make("info")
       .addSuccess(Jwk)
       .addError(NotFoundEnvelope)
       .annotate(OpenApi.Summary, "One public signing key (JWK)")
+  )
+  .add(
+    HttpApiEndpoint.get("tsaCertificates", "/tsa/certificates")
+      .addSuccess(TsaCertificatesResponse)
+      .annotate(OpenApi.Summary, "The TSA trust anchors this instance validates every RFC 3161 token against (PEM)")
+      .annotate(
+        OpenApi.Description,
+        "A trust input for verifiers: T1 is anchored when the token's certificate chains (at genTime) to one of these. Empty when the instance has no ATTESTD_TSA_CA_FILE. In demo mode: the embedded demo TSA's root."
+      )
   )
   .add(
     HttpApiEndpoint.get("testVectors", "/test-vectors.json")

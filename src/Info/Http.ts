@@ -8,6 +8,8 @@ import { NotFound } from "../Domain/Errors.js"
 import type { PublicJwk } from "../Domain/T0.js"
 import { AppConfig } from "../Platform/Config.js"
 import { Signer } from "../Platform/Signer.js"
+import { derToPem, pemToDers } from "../Platform/Tsa/Rfc3161.js"
+import { TsaClient } from "../Platform/Tsa/TsaClient.js"
 import { HealthChecks } from "./HealthChecks.js"
 import { SERVICE_VERSION } from "./Version.js"
 import { testVectors } from "./TestVectors.js"
@@ -62,6 +64,10 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
     const health = yield* HealthChecks
     const signer = yield* Signer
     const vectors = testVectors()
+    const tsa = yield* TsaClient
+    const tsaCertificates = {
+      certificates: tsa.trustAnchorsPem === undefined ? [] : pemToDers(tsa.trustAnchorsPem).map((der) => ({ provider: tsa.provider, pem: derToPem(der) }))
+    }
     return handlers
       .handle("info", () =>
         Effect.map(keys.active, (jwks) => ({
@@ -108,5 +114,6 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           const k = jwks.find((j) => j.kid === path.key_id.trim())
           return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
         }))
+      .handle("tsaCertificates", () => Effect.succeed(tsaCertificates))
       .handle("testVectors", () => Effect.succeed(vectors))
   }))

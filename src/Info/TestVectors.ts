@@ -4,7 +4,7 @@
  * randomised and the key is a published demo key that signs nothing real.
  */
 import { createECDH, createHash, createHmac, createPrivateKey, type KeyObject } from "node:crypto"
-import { buildTree } from "../Domain/Merkle.js"
+import { buildTree } from "../Sealing/MerkleBuilder.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { publicJwkOf, signPayload } from "../Platform/Signer.js"
 

@@ -14,6 +14,7 @@ import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { SimulatedChain } from "../Platform/Calendar/SimulatedChain.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { SigningKeys } from "./Http.js"
 
@@ -46,7 +47,10 @@ export interface EmbeddedTrust {
   readonly mode: string
   readonly keys: ReadonlyArray<unknown>
   readonly tsaCaPem: ReadonlyArray<string>
+  /** Demo mode: the simulated chain, height (decimal) → 80-byte header hex. */
   readonly simulatedHeaders: Readonly<Record<string, string>> | null
+  /** How the page names each input in its reports (the core's `trustLabels`). */
+  readonly trustLabels: { readonly keys: string; readonly tsa: string; readonly simulated?: string }
 }
 
 /** JSON safe inside `<script type="application/json">`. */
@@ -84,6 +88,7 @@ export const VerifierPageLive = HttpApiBuilder.Router.use((router) =>
     const template = loadVerifierPage()
     const config = yield* AppConfig
     const keys = yield* SigningKeys
+    const chain = yield* Effect.serviceOption(SimulatedChain)
     const handler = Effect.gen(function*() {
       if (template === null) {
         return yield* HttpServerResponse.json(
@@ -93,8 +98,24 @@ export const VerifierPageLive = HttpApiBuilder.Router.use((router) =>
       }
       const req = yield* HttpServerRequest.HttpServerRequest
       const jwks = yield* keys.active
-      const simulatedHeaders = null
-      const html = renderVerifierPage(template, { origin: originOf(req), mode: config.mode, keys: jwks, tsaCaPem: tsaAnchorsOf(config), simulatedHeaders })
+      // In demo mode the simulated chain is the instance's own (read here, not over HTTP).
+      const simulatedHeaders = Option.isSome(chain)
+        ? Object.fromEntries((yield* chain.value.blocks).map((b) => [String(b.height), b.header]))
+        : null
+      const origin = originOf(req)
+      const by = `published by ${origin}`
+      const html = renderVerifierPage(template, {
+        origin,
+        mode: config.mode,
+        keys: jwks,
+        tsaCaPem: tsaAnchorsOf(config),
+        simulatedHeaders,
+        trustLabels: {
+          keys: `keys ${by}`,
+          tsa: `TSA anchors ${by}`,
+          ...(simulatedHeaders !== null ? { simulated: `simulated chain ${by}` } : {})
+        }
+      })
       return HttpServerResponse.html(html).pipe(
         HttpServerResponse.setHeaders({
           "content-security-policy": headerCsp(html),

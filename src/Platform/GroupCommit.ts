@@ -2,7 +2,7 @@
  * Group commit: requests from many fibers are queued and handled together, so
  * concurrent attests share one transaction instead of one each.
  */
-import { Deferred, Effect, Exit, Queue, type Scope } from "effect"
+import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
 
 /** Waits for setImmediate, not the Effect clock, so batching never depends on TestClock. */
 const nextMacrotask = Effect.async<void>((resume) => {
@@ -28,8 +28,15 @@ export const makeGroupCommit = <I, O, E>(options: {
       const exit = yield* Effect.exit(options.process(entries.map(([item]) => item)))
       if (Exit.isSuccess(exit)) {
         entries.forEach(([, deferred], i) => Deferred.unsafeDone(deferred, Exit.succeed(exit.value[i]!)))
-      } else {
+      } else if (entries.length === 1 || Cause.isInterruptedOnly(exit.cause)) {
         for (const [, deferred] of entries) Deferred.unsafeDone(deferred, exit as Exit.Exit<never, E>)
+      } else {
+        // One item must not fail the others: the batch rolled back, so each item
+        // is retried alone and answered with its own outcome.
+        for (const [item, deferred] of entries) {
+          const own = yield* Effect.exit(options.process([item]))
+          Deferred.unsafeDone(deferred, Exit.map(own, (out) => out[0]!))
+        }
       }
     }).pipe(Effect.forever)
 

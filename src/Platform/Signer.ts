@@ -72,7 +72,7 @@ export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
 }
 
 export const signPayload = (key: KeyObject, payload: string): string =>
-  normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" })).toString("base64")
+  Buffer.from(normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))).toString("base64")
 
 /** Records public keys in the shared key table (idempotent). */
 export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>

@@ -80,3 +80,9 @@ export const currentDialect = Effect.map(
   SqlClient.SqlClient,
   (sql): Dialect => sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
 )
+
+/** The database at `config.databaseUrl`, migrated unless told otherwise. */
+export const DatabaseLive = (config: { readonly databaseUrl: string }, options: { readonly migrate?: boolean } = {}) => {
+  const sql = layerFromUrl(config.databaseUrl)
+  return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
+}

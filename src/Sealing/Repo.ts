@@ -5,8 +5,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import type { MerkleTree } from "../Domain/Merkle.js"
-import { siblingPath, type ProofStep } from "../Domain/Merkle.js"
+import type { MerkleTree } from "./MerkleBuilder.js"
+import { siblingPath, type ProofStep } from "./MerkleBuilder.js"
 
 export const CHUNK_NODES = 1024
 

@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
-import { buildTree, buildTreeParallel, PARALLEL_THRESHOLD } from "../Domain/Merkle.js"
+import { buildTree, buildTreeParallel, PARALLEL_THRESHOLD } from "./MerkleBuilder.js"
 import { formatMillis } from "../Domain/Time.js"
 import type { CheckResult } from "../Info/HealthChecks.js"
 import { HealthChecks } from "../Info/HealthChecks.js"

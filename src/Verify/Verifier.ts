@@ -1,41 +1,33 @@
 /**
- * Offline verifier of an evidence bundle (spec 2.7, 9.5, 9.6; CONTRACT §1, §2, §5).
+ * The verification core (spec 2.7, 9.5, 9.6; CONTRACT §1, §5): one portable
+ * module behind the CLI and the browser page. No node:*, no Buffer, no Effect
+ * runtime, no database: WebCrypto (or @noble where it is missing), pkijs for
+ * RFC 3161, the Merkle v2, OpenTimestamps and Bitcoin header codecs of src/Domain.
  *
- * No network, no database, no Effect runtime: node:crypto, the Merkle v2 and
- * OpenTimestamps codecs of src/Domain and the RFC 3161 validation of
- * src/Platform/Tsa. Every tier present in the bundle is checked; the report
- * says, per tier, what was checked, what failed and what could not be checked
- * offline (the TSA certificate chain without `--tsa-ca`, the Bitcoin block
- * header without `--ots-headers`).
- *
- * - input: the SHA-256 of the given data (or the given hash) equals hash_hex;
- * - T0: `formatVersion|hash_hex|registeredAt` (UTF-8, SHA-256, ECDSA P-256,
- *   DER, Base64) verifies with the key whose kid is t0.publicKeyId, and that
- *   kid is the RFC 7638 thumbprint of the key. The key comes from `keys`
- *   (GET /v1/keys) when given — then a different key embedded in the bundle is
- *   a failure — else from t0.publicKey, which only proves the bundle is
- *   self-consistent: its kid must still be compared with the server's keys;
- * - T1: the Merkle v2 proof leads from hash_hex to merkleRoot; the RFC 3161
- *   token is a valid signature over the 32 raw bytes of merkleRoot (chained to
- *   `tsaCaPem` when given); its genTime equals tsaTimestamp;
- * - T2: t1ToT2Proof leads from merkleRoot to dailyRoot; otsProof is a `.ots`
- *   file for hash_hex whose operations, replayed from hash_hex, pass through
- *   dailyRoot and reach a Bitcoin attestation at bitcoinBlockHeight; with
- *   `otsHeaders` the message reached there must equal that block header's
- *   merkle root, without them the Bitcoin check is `not_performed` (not a
- *   failure; the report says so).
+ * Every tier is checked twice over: its math (signature, Merkle path, CMS
+ * signature, OTS operations, header merkle root and proof of work) and its
+ * anchor in a trust input the caller gave:
+ * - T0 in a trusted key set (`keys`; a key embedded in the bundle is never trusted);
+ * - T1 in TSA trust anchors (`tsaCaPem`; the chain is validated at genTime);
+ * - T2 in a block header whose place in the chain was confirmed
+ *   (`bitcoinHeaders`, `bitcoinSources`, `otsHeaders`, or for the demo's
+ *   simulated chain `simulatedHeaders`, labelled simulated).
+ * A tier whose math holds against nothing trusted is `unanchored`; the verdict
+ * is then `partial`, never `verified`.
  */
-import { jwkThumbprint } from "../Domain/T0.js"
-import { createHash, type KeyObject } from "node:crypto"
+import { blockHash, headerBytes, meetsTarget, parseHeader, reverseHex } from "../Domain/BitcoinHeader.js"
+import { base64ToBytes, bytesToHex, hexToBytes } from "../Domain/Bytes.js"
 import { computeRoot, type ProofStep } from "../Domain/Merkle.js"
-import { applyOp, bytesToHex, parseDetachedFile, type Timestamp } from "../Domain/Ots.js"
-import { jwkToKeyObject, T0_ALGORITHM, verifyT0 } from "../Domain/T0.js"
+import { applyOp, parseDetachedFile, type Timestamp } from "../Domain/Ots.js"
+import { jwkThumbprint, T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { verifyTokenOffline } from "../Platform/Tsa/Rfc3161.js"
+import { cryptoBackend, sha256, verifyP256 } from "./Crypto.js"
 
 // ---------------------------------------------------------------------------
 // Report
 
-export type CheckStatus = "ok" | "failed" | "not_performed"
+export type CheckStatus = "ok" | "failed" | "not_performed" | "unanchored"
+export type Verdict = "verified" | "failed" | "partial"
 
 export interface SubCheck {
   readonly status: CheckStatus
@@ -50,9 +42,11 @@ export interface InputCheck extends SubCheck {
 }
 
 export interface T0Check extends SubCheck {
-  readonly status: "ok" | "failed"
+  readonly status: "ok" | "failed" | "unanchored"
+  /** The trust input the tier is anchored in (null: none). */
+  readonly trust: string | null
   readonly kid: string | null
-  /** Where the verifying key came from: the --keys file, the bundle itself, or nowhere. */
+  /** Where the verifying key came from: the trusted key set, the bundle itself, or nowhere. */
   readonly key_source: "keys" | "bundle" | null
   /** The kid is the RFC 7638 thumbprint of the key (null: not checked). */
   readonly thumbprint_ok: boolean | null
@@ -61,37 +55,47 @@ export interface T0Check extends SubCheck {
 }
 
 export interface T1Check extends SubCheck {
-  readonly status: "ok" | "failed"
+  readonly status: "ok" | "failed" | "unanchored"
+  readonly trust: string | null
   readonly merkle: SubCheck
   readonly tsa: SubCheck & {
     readonly provider: string | null
     readonly gen_time: string | null
-    /** True only when the signer certificate was chained to the --tsa-ca trust anchors. */
+    /** True only when the signer certificate was chained (at genTime) to the given TSA trust anchors. */
     readonly chain_verified: boolean
     readonly signer: string | null
   }
 }
 
 export interface T2Check extends SubCheck {
-  readonly status: "ok" | "failed"
+  readonly status: "ok" | "failed" | "unanchored"
+  readonly trust: string | null
   readonly merkle: SubCheck
   readonly ots: SubCheck
   readonly bitcoin: SubCheck & {
     readonly height: number | null
     /** The message the OTS operations reach at the Bitcoin attestation (header merkle root, OTS byte order). */
     readonly merkle_root: string | null
+    /** The block hash (display order) of the header checked, when there was one. */
+    readonly block_hash: string | null
+    /** The header's merkle root and proof of work check (null: no header in the bundle). */
+    readonly header_ok: boolean | null
+    /** The header's place in the chain was confirmed by a trust input. */
+    readonly chain_confirmed: boolean
   }
   readonly simulated: boolean
 }
 
 export interface Report {
-  /** True iff every present tier (and the input, when given) checks; a not-performed Bitcoin header check is not a failure. */
+  /** verdict === "verified". */
   readonly ok: boolean
+  /** verified: every present check ok and anchored; failed: a check failed; partial: the math holds but a tier is unanchored. */
+  readonly verdict: Verdict
   readonly id: string | null
   readonly hash_hex: string | null
   /** The level the bundle claims. */
   readonly level: string | null
-  /** The highest level whose tier and every tier below it checked. */
+  /** The highest level whose tier and every tier below it is ok (math and anchor). */
   readonly verified_level: "T0" | "T1" | "T2" | null
   readonly checks: {
     readonly input?: InputCheck
@@ -101,6 +105,8 @@ export interface Report {
   }
   /** Things a reader should know that are not failures. */
   readonly notes: ReadonlyArray<string>
+  /** "webcrypto" or "noble". */
+  readonly crypto: string
 }
 
 // ---------------------------------------------------------------------------
@@ -123,16 +129,38 @@ export interface VerifyOptions {
   readonly dataSha256?: string
   /** A SHA-256 (hex) that must equal hash_hex. */
   readonly hash?: string
+  /** Trusted signing keys (GET /v1/keys). */
+  readonly keys?: ReadonlyArray<Jwk>
+  /** PEM trust anchors of the TSA (one bundle or several). */
+  readonly tsaCaPem?: string | ReadonlyArray<string>
   /** Block height (decimal string) → header merkle root hex, in the byte order the OTS operations produce. */
   readonly otsHeaders?: Readonly<Record<string, string>>
-  /** PEM trust anchors for the TSA certificate chain (makes the chain mandatory). */
-  readonly tsaCaPem?: string
-  /** The server's published signing keys (GET /v1/keys). */
-  readonly keys?: ReadonlyArray<Jwk>
+  /** Block height (decimal string) → confirmed 80-byte Bitcoin block header (hex). */
+  readonly bitcoinHeaders?: Readonly<Record<string, string>>
+  /** Esplora-compatible API base URLs; every one asked must return the same header. */
+  readonly bitcoinSources?: ReadonlyArray<string>
+  /** The simulated chain of a demo instance: height → 80-byte header hex. Only for bundles marked simulated. */
+  readonly simulatedHeaders?: Readonly<Record<string, string>>
+  /**
+   * Esplora-compatible API base URLs of the simulated chain (a demo instance's /v1/simulated-chain):
+   * asked, all must agree, only for bundles marked simulated and only when given explicitly
+   * (the simulatedHeaders, when they have the block, are used first).
+   */
+  readonly simulatedSources?: ReadonlyArray<string>
+  /** fetch for bitcoinSources and simulatedSources (default globalThis.fetch). */
+  readonly fetch?: (url: string) => Promise<{ readonly ok: boolean; readonly status: number; text(): Promise<string> }>
+  /** How to name each trust input in the report (e.g. "keys published by https://host", "--keys keys.json"). */
+  readonly trustLabels?: {
+    readonly keys?: string
+    readonly tsa?: string
+    readonly headers?: string
+    readonly otsHeaders?: string
+    readonly simulated?: string
+  }
 }
 
 // ---------------------------------------------------------------------------
-// Input parsing helpers (shared with the command)
+// Input parsing helpers (shared with the front ends)
 
 const HEX64 = /^[0-9a-f]{64}$/
 
@@ -153,7 +181,7 @@ export const parseKeysDocument = (doc: unknown): Array<Jwk> => {
  * `merkleRoot` / `merkle_root` field (e.g. a dump of simulated block headers).
  */
 export const parseOtsHeaders = (doc: unknown): Record<string, string> => {
-  if (!isRecord(doc) || Array.isArray(doc)) throw new Error("expected a JSON object mapping block height to merkle root hex")
+  if (!isRecord(doc)) throw new Error("expected a JSON object mapping block height to merkle root hex")
   const out: Record<string, string> = {}
   for (const [height, value] of Object.entries(doc)) {
     if (!/^\d+$/.test(height)) throw new Error(`block height ${JSON.stringify(height)} is not a decimal integer`)
@@ -172,8 +200,28 @@ export const parseOtsHeaders = (doc: unknown): Record<string, string> => {
   return out
 }
 
-/** RFC 7638 thumbprint of an EC P-256 public key: SHA-256, Base64URL, of `{"crv","kty","x","y"}`. */
-export const sha256Hex = (data: Uint8Array): string => createHash("sha256").update(data).digest("hex")
+/**
+ * Block headers as height → 80-byte header hex: a JSON object of that shape,
+ * or `{headers: [{height, header}]}` (GET /v1/simulated-chain/headers). Throws on anything else.
+ */
+export const parseBlockHeaders = (doc: unknown): Record<string, string> => {
+  const entries: Array<[unknown, unknown]> = isRecord(doc) && Array.isArray(doc.headers)
+    ? doc.headers.map((h): [unknown, unknown] => (isRecord(h) ? [h.height, h.header] : [undefined, undefined]))
+    : isRecord(doc)
+    ? Object.entries(doc)
+    : []
+  if (!isRecord(doc)) throw new Error("expected {\"<height>\": \"<header hex>\"} or {\"headers\": [{height, header}]}")
+  const out: Record<string, string> = {}
+  for (const [height, header] of entries) {
+    const h = typeof height === "number" ? String(height) : height
+    if (typeof h !== "string" || !/^\d+$/.test(h)) throw new Error(`block height ${JSON.stringify(height)} is not a decimal integer`)
+    if (typeof header !== "string" || !/^[0-9a-fA-F]{160}$/.test(header)) throw new Error(`block ${h}: a header is 160 hex characters`)
+    out[String(Number(h))] = header.toLowerCase()
+  }
+  return out
+}
+
+export const sha256Hex = async (data: Uint8Array): Promise<string> => bytesToHex(await sha256(data))
 
 // ---------------------------------------------------------------------------
 // Small helpers
@@ -184,11 +232,15 @@ const str = (v: unknown): string | null => (typeof v === "string" ? v : null)
 
 const errText = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
-/** Strict Base64 (standard alphabet, padding optional): Buffer.from silently skips junk. */
+/** Strict Base64 (standard alphabet, padding optional). */
 const decodeBase64 = (s: string): Uint8Array | null => {
   const clean = s.replace(/\s+/g, "")
   if (clean.length === 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(clean) || clean.length % 4 === 1) return null
-  return new Uint8Array(Buffer.from(clean, "base64"))
+  try {
+    return base64ToBytes(clean)
+  } catch {
+    return null
+  }
 }
 
 const parseProof = (v: unknown, what: string): Array<ProofStep> => {
@@ -234,9 +286,9 @@ const levelRank = (l: unknown): number => LEVELS.indexOf(l as Level)
 // ---------------------------------------------------------------------------
 // Input
 
-const checkInput = (hashHex: string | null, opts: VerifyOptions): InputCheck | undefined => {
+const checkInput = async (hashHex: string | null, opts: VerifyOptions): Promise<InputCheck | undefined> => {
   const given: Array<{ source: "file" | "hash"; value: string; what: string }> = []
-  if (opts.data !== undefined) given.push({ source: "file", value: sha256Hex(opts.data), what: "SHA-256 of the file" })
+  if (opts.data !== undefined) given.push({ source: "file", value: await sha256Hex(opts.data), what: "SHA-256 of the file" })
   if (opts.dataSha256 !== undefined) given.push({ source: "file", value: opts.dataSha256.toLowerCase(), what: "SHA-256 of the file" })
   if (opts.hash !== undefined) given.push({ source: "hash", value: opts.hash.trim().toLowerCase(), what: "given hash" })
   if (given.length === 0) return undefined
@@ -272,9 +324,10 @@ const asKey = (k: Jwk): UsableKey | string => {
   return { kid: typeof k.kid === "string" ? k.kid : "", x: k.x, y: k.y }
 }
 
-const checkT0 = (bundle: Record<string, unknown>, hashHex: string | null, opts: VerifyOptions, notes: Array<string>): T0Check => {
+const checkT0 = async (bundle: Record<string, unknown>, hashHex: string | null, opts: VerifyOptions, notes: Array<string>): Promise<T0Check> => {
   const t0 = bundle.t0
-  const base = { kid: null, key_source: null, thumbprint_ok: null, signature_ok: null, registered_at: null } as const
+  const keysLabel = opts.trustLabels?.keys ?? "the trusted keys given"
+  const base = { trust: null, kid: null, key_source: null, thumbprint_ok: null, signature_ok: null, registered_at: null } as const
   if (!isRecord(t0)) return { ...base, status: "failed", detail: "the bundle has no t0 section" }
   const kid = str(t0.publicKeyId)
   const registeredAt = str(t0.registeredAt)
@@ -296,7 +349,7 @@ const checkT0 = (bundle: Record<string, unknown>, hashHex: string | null, opts: 
   const sigBytes = decodeBase64(signature)
   if (sigBytes === null) return fail("t0.signature is not Base64")
 
-  // The key.
+  // The key: from the trusted set when there is one; a key embedded in the bundle is never trusted.
   const embedded = t0.publicKey
   let key: UsableKey
   let keySource: "keys" | "bundle"
@@ -304,15 +357,15 @@ const checkT0 = (bundle: Record<string, unknown>, hashHex: string | null, opts: 
     keySource = "keys"
     const published = opts.keys.find((k) => k.kid === kid)
     if (published === undefined) {
-      return fail(`signing key ${kid} is not among the ${opts.keys.length} key(s) given with --keys`, { key_source: keySource })
+      return fail(`signing key ${kid} is not among the ${opts.keys.length} trusted key(s) (${keysLabel})`, { key_source: keySource })
     }
     const k = asKey(published)
-    if (typeof k === "string") return fail(`published ${k}`, { key_source: keySource })
+    if (typeof k === "string") return fail(`trusted ${k}`, { key_source: keySource })
     key = k
     if (embedded !== undefined) {
       const e = isRecord(embedded) ? asKey(embedded) : "not an object"
       if (typeof e === "string" || e.x !== key.x || e.y !== key.y || (e.kid !== "" && e.kid !== kid)) {
-        return fail(`the key embedded in the bundle (t0.publicKey) is not the published key ${kid}`, { key_source: keySource })
+        return fail(`the key embedded in the bundle (t0.publicKey) is not the trusted key ${kid}`, { key_source: keySource })
       }
     }
   } else if (embedded !== undefined) {
@@ -325,32 +378,37 @@ const checkT0 = (bundle: Record<string, unknown>, hashHex: string | null, opts: 
     }
     key = k
   } else {
-    return fail("no public key to verify with: the bundle carries no t0.publicKey; pass the server's keys (GET /v1/keys) with --keys")
+    return fail("no public key to verify with: the bundle carries no t0.publicKey and no trusted keys were given (--keys or --server)")
   }
 
-  let keyObject: KeyObject
-  try {
-    keyObject = jwkToKeyObject({ kty: "EC", crv: "P-256", alg: "ES256", kid, x: key.x, y: key.y })
-  } catch (e) {
-    return fail(`the key ${kid} is not a valid P-256 public key: ${errText(e)}`, { key_source: keySource })
-  }
   const thumbprintOk = jwkThumbprint(key.x, key.y) === kid
-  const signatureOk = verifyT0({ hashHex, registeredAt, formatVersion, signature: Buffer.from(sigBytes).toString("base64") }, keyObject)
+  const payload = t0Payload(hashHex, registeredAt, formatVersion)
+  const result = await verifyP256(key, new TextEncoder().encode(payload), sigBytes)
+  const signatureOk = result === "valid"
   const more = { key_source: keySource, thumbprint_ok: thumbprintOk, signature_ok: signatureOk }
-  const payload = `${formatVersion}|${hashHex}|${registeredAt}`
+  if (result === "high-s") {
+    return fail(`the signature is not low-S normalised (s > n/2): refused, a high-S signature is a malleated copy`, more)
+  }
+  if (result === "malformed") return fail("t0.signature is not a well-formed DER ECDSA P-256 signature, or the key is malformed", more)
   if (!signatureOk) return fail(`the ECDSA P-256 signature over "${payload}" does not verify with key ${kid}`, more)
   if (!thumbprintOk) return fail(`the key's RFC 7638 thumbprint is not its kid ${kid}: the key is not the one the kid names`, more)
 
   if (formatVersion !== "2.0.0") notes.push(`t0.formatVersion is ${formatVersion}; this verifier knows format 2.0.0`)
-  const from = keySource === "keys"
-    ? `key ${kid} from --keys`
-    : `key ${kid} taken from the bundle itself; compare that kid with the server's published keys (GET /v1/keys, or pass them with --keys)`
-  if (keySource === "bundle") notes.push(`T0 was verified with the key embedded in the bundle (${kid}); check that this kid is listed by GET /v1/keys`)
+  if (keySource === "bundle") {
+    return {
+      ...fields,
+      ...more,
+      status: "unanchored",
+      detail: `the signature over "${payload}" verifies with the key embedded in the bundle (${kid}), which anyone can make: ` +
+        `T0 is not anchored in a trusted key (pass --keys or --server)`
+    }
+  }
   return {
     ...fields,
     ...more,
     status: "ok",
-    detail: `ECDSA P-256 signature over "${payload}" verifies with ${from}; the kid is the key's RFC 7638 thumbprint`
+    trust: keysLabel,
+    detail: `ECDSA P-256 signature over "${payload}" verifies with key ${kid} from ${keysLabel}`
   }
 }
 
@@ -359,9 +417,10 @@ const checkT0 = (bundle: Record<string, unknown>, hashHex: string | null, opts: 
 
 const checkT1 = async (t1: unknown, hashHex: string | null, opts: VerifyOptions): Promise<T1Check> => {
   const tsaBase = { provider: null, gen_time: null, chain_verified: false, signer: null } as const
+  const tsaLabel = opts.trustLabels?.tsa ?? "the TSA trust anchors given"
   if (!isRecord(t1)) {
     const detail = "t1 is not an object"
-    return { status: "failed", detail, merkle: { status: "not_performed", detail }, tsa: { ...tsaBase, status: "not_performed", detail } }
+    return { status: "failed", trust: null, detail, merkle: { status: "not_performed", detail }, tsa: { ...tsaBase, status: "not_performed", detail } }
   }
   const merkle = merkleCheck(hashHex ?? "", t1.merkleProof, t1.merkleRoot, { from: "hash_hex", proof: "t1.merkleProof", to: "t1.merkleRoot" })
 
@@ -373,6 +432,7 @@ const checkT1 = async (t1: unknown, hashHex: string | null, opts: VerifyOptions)
     status: "failed" as const,
     detail
   })
+  const anchors = opts.tsaCaPem === undefined ? undefined : typeof opts.tsaCaPem === "string" ? opts.tsaCaPem : opts.tsaCaPem.join("\n")
   let tsa: T1Check["tsa"]
   const root = t1.merkleRoot
   const token = typeof t1.tsaToken === "string" ? decodeBase64(t1.tsaToken) : null
@@ -380,7 +440,7 @@ const checkT1 = async (t1: unknown, hashHex: string | null, opts: VerifyOptions)
   else if (token === null) tsa = tsaFail("t1.tsaToken is missing or not Base64")
   else {
     try {
-      const v = await verifyTokenOffline(token, new Uint8Array(Buffer.from(root, "hex")), opts.tsaCaPem)
+      const v = await verifyTokenOffline(token, hexToBytes(root), anchors)
       const genTime = v.genTime.toISOString()
       const claimed = str(t1.tsaTimestamp)
       const claimedMs = claimed === null ? undefined : parseIsoMillis(claimed)
@@ -390,29 +450,32 @@ const checkT1 = async (t1: unknown, hashHex: string | null, opts: VerifyOptions)
       } else if (claimedMs !== v.genTime.getTime()) {
         tsa = tsaFail(`the token's genTime ${genTime} differs from t1.tsaTimestamp ${claimed}`, { gen_time: genTime, signer })
       } else {
-        const chain = v.chainVerified
-          ? "its certificate chains to the --tsa-ca trust anchors"
-          : "certificate chain UNVERIFIED (signature checked against the token's own certificate only; pass --tsa-ca to check the chain)"
         tsa = {
           ...tsaBase,
           provider,
           gen_time: genTime,
           signer,
           chain_verified: v.chainVerified,
-          status: "ok",
-          detail: `RFC 3161 token signed by "${signer}" time-stamps t1.merkleRoot at ${genTime}; ${chain}`
+          status: v.chainVerified ? "ok" : "unanchored",
+          detail: v.chainVerified
+            ? `RFC 3161 token signed by "${signer}" time-stamps t1.merkleRoot at ${genTime}; its certificate chains (at genTime) to ${tsaLabel}`
+            : `RFC 3161 token signed by "${signer}" time-stamps t1.merkleRoot at ${genTime}, checked against the token's own certificate only: ` +
+              `its chain was not checked (no TSA trust anchors: pass --tsa-ca or --server)`
         }
       }
     } catch (e) {
       tsa = tsaFail(errText(e))
     }
   }
-  const ok = merkle.status === "ok" && tsa.status === "ok"
+  const failed = merkle.status === "failed" || tsa.status === "failed"
+  const status = failed ? "failed" : tsa.status === "ok" && merkle.status === "ok" ? "ok" : "unanchored"
   return {
-    status: ok ? "ok" : "failed",
-    detail: ok
-      ? `hash_hex is in batch ${String(t1.batchId)} (root ${String(root)}), time-stamped at ${tsa.gen_time}${tsa.chain_verified ? "" : " (TSA chain unverified)"}`
-      : [merkle, tsa].filter((c) => c.status !== "ok").map((c) => c.detail).join("; "),
+    status,
+    trust: status === "ok" ? tsaLabel : null,
+    detail: failed
+      ? [merkle, tsa].filter((c) => c.status === "failed").map((c) => c.detail).join("; ")
+      : `hash_hex is in batch ${String(t1.batchId)} (root ${String(root)}), time-stamped at ${tsa.gen_time}` +
+        (status === "ok" ? ` by a TSA whose certificate chains (at genTime) to ${tsaLabel}` : " (TSA chain not checked: unanchored)"),
     merkle,
     tsa
   }
@@ -442,16 +505,86 @@ const replayBitcoin = (ts: Timestamp, msg: Uint8Array, target: string): Array<Re
   return out
 }
 
-const reverseHex = (hex: string): string => bytesToHex(Uint8Array.from(Buffer.from(hex, "hex")).reverse())
+type Confirmation =
+  | { readonly _tag: "header"; readonly header: string; readonly label: string }
+  | { readonly _tag: "merkleRoot"; readonly merkleRoot: string; readonly label: string }
+  | { readonly _tag: "failed"; readonly detail: string }
+  | { readonly _tag: "none"; readonly detail: string }
 
-const checkT2 = (t2: unknown, t1: unknown, hashHex: string | null, opts: VerifyOptions): T2Check => {
-  const btcBase = { height: null, merkle_root: null } as const
+const defaultFetch = (): VerifyOptions["fetch"] => {
+  const f = (globalThis as { fetch?: (url: string) => Promise<{ ok: boolean; status: number; text(): Promise<string> }> }).fetch
+  return f === undefined ? undefined : (url) => f(url)
+}
+
+/** Asks every Esplora-compatible source for the header at `height`; all must agree. */
+const askSources = async (sources: ReadonlyArray<string>, height: number, opts: VerifyOptions, what = "Bitcoin"): Promise<Confirmation> => {
+  const fetcher = opts.fetch ?? defaultFetch()
+  if (fetcher === undefined) return { _tag: "none", detail: "no fetch available to ask the Bitcoin sources" }
+  const get = async (url: string): Promise<string> => {
+    const res = await fetcher(url)
+    if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`)
+    return (await res.text()).trim()
+  }
+  const answers: Array<{ source: string; header: string }> = []
+  for (const source of sources) {
+    const base = source.replace(/\/+$/, "")
+    try {
+      const hash = await get(`${base}/block-height/${height}`)
+      if (!/^[0-9a-fA-F]{64}$/.test(hash)) throw new Error(`${base}/block-height/${height} did not return a block hash`)
+      const header = (await get(`${base}/block/${hash.toLowerCase()}/header`)).toLowerCase()
+      if (!/^[0-9a-f]{160}$/.test(header)) throw new Error(`${base}/block/${hash}/header did not return an 80-byte header`)
+      if (blockHash(headerBytes(header)) !== hash.toLowerCase()) throw new Error(`${base} returned a header whose hash is not ${hash}`)
+      answers.push({ source: base, header })
+    } catch (e) {
+      return { _tag: "none", detail: `${what} source ${base} could not be asked (${errText(e)}); the header's place in the chain was not confirmed` }
+    }
+  }
+  const first = answers[0]
+  if (first === undefined) return { _tag: "none", detail: `no ${what} source given` }
+  const other = answers.find((a) => a.header !== first.header)
+  if (other !== undefined) {
+    return { _tag: "failed", detail: `the ${what} sources disagree on block ${height}: ${first.source} and ${other.source} return different headers` }
+  }
+  return { _tag: "header", header: first.header, label: `${what} sources ${answers.map((a) => a.source).join(", ")} (all agree)` }
+}
+
+const confirmation = async (height: number, simulated: boolean, opts: VerifyOptions, notes: Array<string>): Promise<Confirmation> => {
+  const h = String(height)
+  const labels = opts.trustLabels ?? {}
+  if (simulated) {
+    const sim = opts.simulatedHeaders?.[h]
+    if (sim !== undefined) return { _tag: "header", header: sim.toLowerCase(), label: `${labels.simulated ?? "the simulated chain headers given"} (SIMULATED chain, not Bitcoin)` }
+    if (opts.simulatedSources !== undefined && opts.simulatedSources.length > 0) {
+      const asked = await askSources(opts.simulatedSources, height, opts, "simulated chain")
+      if (asked._tag !== "header") return asked
+      return { ...asked, label: `${asked.label} (SIMULATED chain, not Bitcoin)` }
+    }
+  } else {
+    const given = opts.bitcoinHeaders?.[h]
+    if (given !== undefined) return { _tag: "header", header: given.toLowerCase(), label: labels.headers ?? "the Bitcoin block headers given" }
+    if (opts.bitcoinSources !== undefined && opts.bitcoinSources.length > 0) {
+      const asked = await askSources(opts.bitcoinSources, height, opts)
+      if (asked._tag !== "none" || opts.otsHeaders?.[h] === undefined) return asked
+      notes.push(asked.detail)
+    }
+  }
+  const root = opts.otsHeaders?.[h]
+  if (root !== undefined) return { _tag: "merkleRoot", merkleRoot: root.toLowerCase(), label: labels.otsHeaders ?? "the --ots-headers file" }
+  if (simulated && (opts.bitcoinHeaders !== undefined || (opts.bitcoinSources?.length ?? 0) > 0)) {
+    notes.push("t2 is on a SIMULATED chain: real Bitcoin headers and sources cannot confirm it")
+  }
+  return { _tag: "none", detail: simulated ? "no header of the simulated chain was given for this block" : "no Bitcoin block header or source was given" }
+}
+
+const checkT2 = async (t2: unknown, t1: unknown, hashHex: string | null, opts: VerifyOptions, notes: Array<string>): Promise<T2Check> => {
+  const btcBase = { height: null, merkle_root: null, block_hash: null, header_ok: null, chain_confirmed: false } as const
   if (!isRecord(t2)) {
     const detail = "t2 is not an object"
     const np = { status: "not_performed" as const, detail }
-    return { status: "failed", detail, merkle: np, ots: np, bitcoin: { ...btcBase, ...np }, simulated: false }
+    return { status: "failed", trust: null, detail, merkle: np, ots: np, bitcoin: { ...btcBase, ...np }, simulated: false }
   }
   const simulated = t2.simulated === true
+  const chainName = simulated ? "simulated chain" : "Bitcoin"
   const height = typeof t2.bitcoinBlockHeight === "number" && Number.isSafeInteger(t2.bitcoinBlockHeight) && t2.bitcoinBlockHeight >= 0
     ? t2.bitcoinBlockHeight
     : null
@@ -496,57 +629,117 @@ const checkT2 = (t2: unknown, t1: unknown, hashHex: string | null, opts: VerifyO
     }
   }
 
+  let trust: string | null = null
   if (height !== null && ots.status === "ok") {
+    const commitments = new Set(reachedAt.map((r) => r.commitment))
     const commitment = reachedAt[0]!.commitment
-    const chain = simulated ? "simulated chain" : "Bitcoin"
-    if (opts.otsHeaders === undefined) {
-      bitcoin = {
-        height,
-        merkle_root: commitment,
-        status: "not_performed",
-        detail: `the merkle root ${commitment} reached at ${chain} block ${height} was not compared with that block header (pass --ots-headers)`
+    const b = { ...btcBase, height, merkle_root: commitment }
+    /** Self-consistency of a header: its merkle root is a reached message, its hash meets its nBits. */
+    const headerProblem = (hex: string, what: string): string | null => {
+      let bytes: Uint8Array
+      try {
+        bytes = headerBytes(hex)
+      } catch (e) {
+        return `${what}: ${errText(e)}`
       }
-    } else {
-      const header = opts.otsHeaders[String(height)]?.toLowerCase()
-      if (header === undefined) {
-        bitcoin = {
-          height,
-          merkle_root: commitment,
-          status: "not_performed",
-          detail: `--ots-headers has no entry for block ${height}; the merkle root reached there is ${commitment}`
+      const root = parseHeader(hex).merkleRoot
+      if (!commitments.has(root)) {
+        const hint = [...commitments].some((c) => reverseHex(c) === root) ? " (byte-reversed)" : ""
+        return `the merkle root field of ${what} is ${root}${hint}, the OTS operations reach ${commitment}`
+      }
+      try {
+        if (!meetsTarget(bytes)) return `${what} does not meet the proof-of-work target of its nBits`
+      } catch (e) {
+        return `${what}: ${errText(e)}`
+      }
+      return null
+    }
+    const bundleHeader = typeof t2.bitcoinBlockHeader === "string" ? t2.bitcoinBlockHeader.toLowerCase() : null
+    let problem: string | null = null
+    let bundleHash: string | null = null
+    if (t2.bitcoinBlockHeader !== undefined && t2.bitcoinBlockHeader !== null && bundleHeader === null) problem = "t2.bitcoinBlockHeader is not a string"
+    if (bundleHeader !== null) {
+      problem = headerProblem(bundleHeader, "t2.bitcoinBlockHeader")
+      if (problem === null) {
+        bundleHash = blockHash(headerBytes(bundleHeader))
+        if (typeof t2.bitcoinBlockHash === "string" && t2.bitcoinBlockHash.toLowerCase() !== bundleHash) {
+          problem = `t2.bitcoinBlockHash ${t2.bitcoinBlockHash} is not the hash of t2.bitcoinBlockHeader (${bundleHash})`
         }
-      } else if (reachedAt.some((r) => r.commitment === header)) {
+      }
+    }
+    if (problem !== null) {
+      bitcoin = { ...b, block_hash: bundleHash, header_ok: false, status: "failed", detail: problem }
+    } else {
+      const conf = await confirmation(height, simulated, opts, notes)
+      const headerOk = bundleHeader === null ? null : true
+      const selfConsistent = bundleHeader === null
+        ? `the bundle carries no block header (t2.bitcoinBlockHeader); the message reached at ${chainName} block ${height} is ${commitment}`
+        : `the block header in the bundle is self-consistent (its merkle root is the message the OTS operations reach, its hash ${bundleHash} meets its nBits target)`
+      if (conf._tag === "failed") {
+        bitcoin = { ...b, block_hash: bundleHash, header_ok: headerOk, status: "failed", detail: conf.detail }
+      } else if (conf._tag === "none") {
         bitcoin = {
-          height,
-          merkle_root: header,
-          status: "ok",
-          detail: `the merkle root reached equals the header merkle root of ${chain} block ${height} from --ots-headers`
+          ...b,
+          block_hash: bundleHash,
+          header_ok: headerOk,
+          status: "unanchored",
+          detail: `${selfConsistent}; its place in the chain was NOT checked (${conf.detail}: pass --bitcoin-source, --ots-headers or --server)`
+        }
+      } else if (conf._tag === "merkleRoot") {
+        if (commitments.has(conf.merkleRoot)) {
+          trust = conf.label
+          bitcoin = {
+            ...b,
+            merkle_root: conf.merkleRoot,
+            block_hash: bundleHash,
+            header_ok: headerOk,
+            chain_confirmed: true,
+            status: "ok",
+            detail: `the message reached equals the merkle root of ${chainName} block ${height} from ${conf.label}`
+          }
+        } else {
+          const hint = [...commitments].some((c) => reverseHex(c) === conf.merkleRoot)
+            ? " (it matches byte-reversed: --ots-headers must use the byte order the OTS operations produce, not the block-explorer order)"
+            : ""
+          bitcoin = {
+            ...b,
+            block_hash: bundleHash,
+            header_ok: headerOk,
+            status: "failed",
+            detail: `the merkle root reached at block ${height} is ${commitment}, ${conf.label} has ${conf.merkleRoot}${hint}`
+          }
         }
       } else {
-        const hint = reachedAt.some((r) => reverseHex(r.commitment) === header)
-          ? " (it matches byte-reversed: --ots-headers must use the byte order the OTS operations produce, not the block-explorer order)"
-          : ""
-        bitcoin = {
-          height,
-          merkle_root: commitment,
-          status: "failed",
-          detail: `the merkle root reached at block ${height} is ${commitment}, the header in --ots-headers has ${header}${hint}`
+        const confirmedHash = /^[0-9a-f]{160}$/.test(conf.header) ? blockHash(headerBytes(conf.header)) : null
+        const mismatch = bundleHeader !== null
+          ? bundleHeader === conf.header ? null : `the block header in the bundle (${bundleHash}) is not ${chainName} block ${height} per ${conf.label} (${confirmedHash ?? "malformed header"})`
+          : headerProblem(conf.header, `${chainName} block ${height} from ${conf.label}`)
+        if (mismatch !== null) {
+          bitcoin = { ...b, block_hash: bundleHash, header_ok: headerOk, status: "failed", detail: mismatch }
+        } else {
+          trust = conf.label
+          bitcoin = {
+            ...b,
+            block_hash: confirmedHash,
+            header_ok: headerOk,
+            chain_confirmed: true,
+            status: "ok",
+            detail: `${selfConsistent}; it is ${chainName} block ${height} (${confirmedHash}) per ${conf.label}`
+          }
         }
       }
     }
   }
 
-  const ok = merkle.status === "ok" && ots.status === "ok" && bitcoin.status !== "failed"
-  const sim = simulated ? " — simulated chain: the block is not part of the real Bitcoin blockchain" : ""
-  let detail: string
-  if (!ok) detail = [merkle, ots, bitcoin].filter((c) => c.status === "failed").map((c) => c.detail).join("; ") + sim
-  else if (bitcoin.status === "ok") detail = `daily root ${dailyRoot} anchored in block ${height}; the block header check passed${sim}`
-  else {
-    detail = `daily root ${dailyRoot} and the .ots operations check up to block ${height}; ` +
-      `the Bitcoin block header check was NOT PERFORMED (${opts.otsHeaders === undefined ? "no --ots-headers" : `no header for block ${height}`}), ` +
-      `which is not a failure${sim}`
-  }
-  return { status: ok ? "ok" : "failed", detail, merkle, ots, bitcoin, simulated }
+  const failed = merkle.status === "failed" || ots.status === "failed" || bitcoin.status === "failed"
+  const status = failed ? "failed" : bitcoin.status === "ok" ? "ok" : "unanchored"
+  const sim = simulated ? " — SIMULATED chain: the block is not part of the real Bitcoin blockchain" : ""
+  const detail = failed
+    ? [merkle, ots, bitcoin].filter((c) => c.status === "failed").map((c) => c.detail).join("; ") + sim
+    : status === "ok"
+    ? `daily root ${dailyRoot} anchored in ${chainName} block ${height}, confirmed by ${trust}${sim}`
+    : `daily root ${dailyRoot} and the .ots operations check up to ${chainName} block ${height}, but the block's place in the chain was not confirmed (unanchored)${sim}`
+  return { status, trust: status === "ok" ? trust : null, detail, merkle, ots, bitcoin, simulated }
 }
 
 // ---------------------------------------------------------------------------
@@ -566,12 +759,13 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
   const hashHex = str(b.hash_hex)
   const level = str(b.level)
 
-  const input = checkInput(hashHex, opts)
-  const t0 = isRecord(bundle)
-    ? checkT0(b, hashHex, opts, notes)
+  const input = await checkInput(hashHex, opts)
+  const t0: T0Check = isRecord(bundle)
+    ? await checkT0(b, hashHex, opts, notes)
     : {
-      status: "failed" as const,
+      status: "failed",
       detail: "the bundle is not a JSON object",
+      trust: null,
       kid: null,
       key_source: null,
       thumbprint_ok: null,
@@ -587,13 +781,21 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
   if (b.t1 !== undefined) t1 = await checkT1(b.t1, hashHex, opts)
   else if (levelRank(level) >= 1) {
     const m = missing("t1")
-    t1 = { ...m, status: "failed", merkle: m, tsa: { ...m, provider: null, gen_time: null, chain_verified: false, signer: null } }
+    t1 = { ...m, status: "failed", trust: null, merkle: m, tsa: { ...m, provider: null, gen_time: null, chain_verified: false, signer: null } }
   }
   let t2: T2Check | undefined
-  if (b.t2 !== undefined) t2 = checkT2(b.t2, b.t1, hashHex, opts)
+  if (b.t2 !== undefined) t2 = await checkT2(b.t2, b.t1, hashHex, opts, notes)
   else if (levelRank(level) >= 2) {
     const m = missing("t2")
-    t2 = { ...m, status: "failed", merkle: m, ots: m, bitcoin: { ...m, height: null, merkle_root: null }, simulated: false }
+    t2 = {
+      ...m,
+      status: "failed",
+      trust: null,
+      merkle: m,
+      ots: m,
+      bitcoin: { ...m, height: null, merkle_root: null, block_hash: null, header_ok: null, chain_confirmed: false },
+      simulated: false
+    }
   }
 
   if (level !== null && levelRank(level) < 0) notes.push(`level ${JSON.stringify(level)} is not T0, T1 or T2`)
@@ -601,16 +803,17 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
   if (level !== null && levelRank(level) >= 0 && levelRank(level) < present) {
     notes.push(`the bundle claims level ${level} but carries a ${present === 2 ? "t2" : "t1"} section, which was checked too`)
   }
-  if (t1?.status === "ok" && !t1.tsa.chain_verified) {
-    notes.push("the TSA certificate chain was not verified (no --tsa-ca): the token is only checked against its own embedded certificate")
-  }
-  if (t2?.status === "ok" && t2.bitcoin.status === "not_performed") {
-    notes.push(`Bitcoin block header check NOT PERFORMED: ${t2.bitcoin.detail}`)
-  }
+  if (t0.status === "unanchored") notes.push(`T0 checked only against the key embedded in the bundle (${t0.kid}): compare it with the service's published keys (--keys or --server)`)
+  if (t1?.status === "unanchored") notes.push("the TSA certificate chain was not checked (no TSA trust anchors): T1 is unanchored")
+  if (t2?.status === "unanchored") notes.push(`the Bitcoin block's place in the chain was not checked: ${t2.bitcoin.detail}`)
   if (t2?.simulated) notes.push("t2 refers to a SIMULATED chain (demo calendar), not the real Bitcoin blockchain")
 
-  const ok = (input === undefined || input.status === "ok") && t0.status === "ok" &&
-    (t1 === undefined || t1.status === "ok") && (t2 === undefined || t2.status === "ok")
+  const statuses: Array<CheckStatus> = [input?.status, t0.status, t1?.status, t2?.status].flatMap((s) => (s === undefined ? [] : [s]))
+  const verdict: Verdict = statuses.some((s) => s === "failed")
+    ? "failed"
+    : statuses.some((s) => s !== "ok")
+    ? "partial"
+    : "verified"
   const verifiedLevel: Report["verified_level"] = t0.status !== "ok"
     ? null
     : t1?.status !== "ok"
@@ -620,7 +823,8 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
     : "T2"
 
   return {
-    ok,
+    ok: verdict === "verified",
+    verdict,
     id,
     hash_hex: hashHex,
     level,
@@ -633,19 +837,22 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
         ? { t2: first({ ...t2, merkle: first(t2.merkle), ots: first(t2.ots), bitcoin: first(t2.bitcoin) }) }
         : {})
     },
-    notes
+    notes,
+    crypto: cryptoBackend()
   }
 }
 
 /** A few human-readable lines for stderr. */
 export const summarize = (r: Report): string => {
-  const mark = (s: CheckStatus) => (s === "ok" ? "OK" : s === "failed" ? "FAILED" : "NOT PERFORMED")
-  const lines = [`attestd verify: ${r.ok ? "VERIFIED" : "NOT VERIFIED"} ${r.id ?? "(no id)"} ${r.hash_hex ?? ""}`.trimEnd()]
+  const mark = (s: CheckStatus) => (s === "ok" ? "OK" : s === "failed" ? "FAILED" : s === "unanchored" ? "UNANCHORED" : "NOT PERFORMED")
+  const verdict = r.verdict === "verified" ? "VERIFIED" : r.verdict === "failed" ? "FAILED" : "PARTIAL (the math holds, but not every tier is anchored in a trust input)"
+  const lines = [`attestd verify: ${verdict} ${r.id ?? "(no id)"} ${r.hash_hex ?? ""}`.trimEnd()]
+  const trust = (c: { readonly trust: string | null }) => (c.trust === null ? "" : ` [trust: ${c.trust}]`)
   if (r.checks.input) lines.push(`  input  ${mark(r.checks.input.status)}: ${r.checks.input.detail}`)
-  lines.push(`  T0     ${mark(r.checks.t0.status)}: ${r.checks.t0.detail}`)
-  if (r.checks.t1) lines.push(`  T1     ${mark(r.checks.t1.status)}: ${r.checks.t1.detail}`)
+  lines.push(`  T0     ${mark(r.checks.t0.status)}: ${r.checks.t0.detail}${trust(r.checks.t0)}`)
+  if (r.checks.t1) lines.push(`  T1     ${mark(r.checks.t1.status)}: ${r.checks.t1.detail}${trust(r.checks.t1)}`)
   if (r.checks.t2) {
-    lines.push(`  T2     ${mark(r.checks.t2.status)}: ${r.checks.t2.detail}`)
+    lines.push(`  T2     ${mark(r.checks.t2.status)}: ${r.checks.t2.detail}${trust(r.checks.t2)}`)
     lines.push(`  Bitcoin ${mark(r.checks.t2.bitcoin.status)}: ${r.checks.t2.bitcoin.detail}`)
   }
   for (const n of r.notes) lines.push(`  note: ${n}`)

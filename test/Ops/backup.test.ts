@@ -74,7 +74,8 @@ describe("backup and restore (sqlite)", () => {
       for (const r of body.results) expect({ hash: r.hash_hex, exists: r.exists, id: r.id }).toEqual({ hash: r.hash_hex, exists: true, id: before.get(r.hash_hex) })
     }
 
-    // Evidence from the restored service verifies offline with the restored keys.
+    // Evidence from the restored service verifies against the keys and TSA anchors the restored
+    // instance publishes (--server): the restore brought back the original signing keys.
     const admin = await runCli(restoredEnv, ["keys", "create", "--label", "admin"])
     const adminKey = (JSON.parse(admin.stdout.trim().split("\n").pop()!) as { key: string }).key
     for (const hash of [hashes[0]!, hashes[Math.floor(hashes.length / 2)]!, hashes.at(-1)!]) {
@@ -82,8 +83,9 @@ describe("backup and restore (sqlite)", () => {
       expect(res.status).toBe(200)
       const file = join(restoredDir, `${hash}.json`)
       writeFileSync(file, await res.text())
-      const verified = await runCli(restoredEnv, ["verify", file, "--hash", hash])
+      const verified = await runCli(restoredEnv, ["verify", file, "--hash", hash, "--server", again.url])
       expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+      expect(JSON.parse(verified.stdout)).toMatchObject({ verdict: "verified" })
     }
     const manifest = JSON.parse(readFileSync(join(target, "manifest.json"), "utf8")) as { store: string; files: Array<string> }
     expect(manifest.store).toBe("sqlite")

@@ -63,9 +63,15 @@ describe("single executable", () => {
     const evidence = await fetch(`${url}/v1/attestation/${id}/evidence`, { headers: { authorization: `Bearer ${key}` } })
     expect(evidence.status).toBe(200)
     writeFileSync(join(dir, "bundle.json"), await evidence.text())
-    const verified = await run(exe, ["verify", "bundle.json", "--hash", hash], { cwd: dir, env })
+    // without trust inputs the math holds against nothing trusted: partial, exit 3
+    const untrusted = await run(exe, ["verify", "bundle.json", "--hash", hash], { cwd: dir, env })
+    expect(untrusted.code, untrusted.stdout + untrusted.stderr).toBe(3)
+    expect(JSON.parse(untrusted.stdout)).toMatchObject({ verdict: "partial", id, hash_hex: hash })
+    // with the instance's published keys, offline: verified, exit 0
+    writeFileSync(join(dir, "keys.json"), await fetch(`${url}/v1/keys`).then((r) => r.text()))
+    const verified = await run(exe, ["verify", "bundle.json", "--hash", hash, "--keys", "keys.json"], { cwd: dir, env })
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
-    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, id, hash_hex: hash })
+    expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, verdict: "verified", id, hash_hex: hash })
 
     server.kill("SIGTERM")
     expect(await exited).toBe(0)

@@ -6,10 +6,9 @@
  */
 import { execFile } from "node:child_process"
 import { createHash, generateKeyPairSync } from "node:crypto"
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join, resolve } from "node:path"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
 import { Duration } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { formatMicros, parseMicros } from "../../src/Domain/Time.js"
@@ -18,11 +17,9 @@ import { loadOrCreateDemoTsa } from "../../src/Platform/Tsa/DemoTsa.js"
 import { parseTimeStampToken } from "../../src/Platform/Tsa/Rfc3161.js"
 import { type Report, verifyBundle, type VerifyOptions } from "../../src/Verify/Verifier.js"
 import { poll } from "../helpers/anchoring.js"
+import { BIN, requireDist } from "../helpers/process.js"
 import { client, randomHash, startTestServer, type TestServer } from "../helpers/server.js"
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const BIN = join(ROOT, "dist", "bin.js")
-const HAVE_DIST = existsSync(join(ROOT, "dist", "Verify", "Verifier.js"))
 
 const sha256Hex = (b: Uint8Array | string): string => createHash("sha256").update(b).digest("hex")
 
@@ -128,38 +125,44 @@ describe("attestd verify", () => {
       expect("simulated" in t2Bundle.t2).toBe(false)
     })
 
-    it("T0-only bundle verifies with the key it carries, and says so", async () => {
+    it("T0-only bundle checked with the key it carries is unanchored (partial), never verified", async () => {
       const r = await verifyBundle(t0Bundle)
-      expect(r.ok).toBe(true)
-      expect(r.verified_level).toBe("T0")
+      expect(r.ok).toBe(false)
+      expect(r.verdict).toBe("partial")
+      expect(r.verified_level).toBeNull()
       expect(Object.keys(r.checks)).toEqual(["t0"])
-      expect(r.checks.t0).toMatchObject({ status: "ok", key_source: "bundle", thumbprint_ok: true, signature_ok: true })
-      expect(r.checks.t0.detail).toMatch(/from the bundle itself.*GET \/v1\/keys/)
+      expect(r.checks.t0).toMatchObject({ status: "unanchored", trust: null, key_source: "bundle", thumbprint_ok: true, signature_ok: true })
+      expect(r.checks.t0.detail).toMatch(/embedded in the bundle.*not anchored in a trusted key/)
       expect(r.notes.join("\n")).toMatch(/embedded in the bundle/)
     })
 
     it("T0-only with --keys (GET /v1/keys, or the bare JWK) verifies against the published key", async () => {
       const r = await verifyBundle(t0Bundle, { keys: keysDoc.keys })
       expect(r.ok).toBe(true)
+      expect(r.verdict).toBe("verified")
+      expect(r.verified_level).toBe("T0")
       expect(r.checks.t0.key_source).toBe("keys")
+      expect(r.checks.t0.trust).toBe("the trusted keys given")
       const { publicKey: _omit, ...t0 } = t0Bundle.t0
       const bare = keysDoc.keys.find((k) => k.kid === t0Bundle.t0.publicKeyId)!
       const r2 = await verifyBundle({ ...t0Bundle, t0 }, { keys: [bare] })
       expect(r2.ok).toBe(true)
     })
 
-    it("T1 bundle verifies; with --tsa-ca the chain is verified, without it the report says unverified", async () => {
-      const withCa = await verifyBundle(t1Bundle, { tsaCaPem: rootPem })
+    it("T1 bundle verifies with --tsa-ca (chain verified); without anchors T1 is unanchored", async () => {
+      const withCa = await verifyBundle(t1Bundle, { tsaCaPem: rootPem, keys: keysDoc.keys })
       expect(withCa.ok, JSON.stringify(withCa.checks, null, 2)).toBe(true)
       expect(withCa.verified_level).toBe("T1")
       expect(withCa.checks.t1).toMatchObject({ status: "ok", merkle: { status: "ok" }, tsa: { status: "ok", chain_verified: true } })
       expect(withCa.checks.t1!.tsa.gen_time).toBe(new Date(t1Bundle.t1.tsaTimestamp).toISOString())
 
-      const noCa = await verifyBundle(t1Bundle)
-      expect(noCa.ok).toBe(true)
-      expect(noCa.checks.t1!.tsa.chain_verified).toBe(false)
-      expect(noCa.checks.t1!.tsa.detail).toMatch(/UNVERIFIED/)
-      expect(noCa.notes.join("\n")).toMatch(/chain was not verified/)
+      const noCa = await verifyBundle(t1Bundle, { keys: keysDoc.keys })
+      expect(noCa.ok).toBe(false)
+      expect(noCa.verdict).toBe("partial")
+      expect(noCa.verified_level).toBe("T0")
+      expect(noCa.checks.t1).toMatchObject({ status: "unanchored", trust: null, merkle: { status: "ok" }, tsa: { status: "unanchored", chain_verified: false } })
+      expect(noCa.checks.t1!.tsa.detail).toMatch(/chain was not checked/)
+      expect(noCa.notes.join("\n")).toMatch(/chain was not checked/)
     })
 
     it("T2 bundle verifies with --ots-headers: the Bitcoin check is performed", async () => {
@@ -178,24 +181,26 @@ describe("attestd verify", () => {
       })
     })
 
-    it("T2 bundle without --ots-headers: Bitcoin check NOT_PERFORMED, still ok", async () => {
-      const r = await verifyBundle(t2Bundle)
-      expect(r.ok).toBe(true)
-      expect(r.checks.t2!.status).toBe("ok")
-      expect(r.checks.t2!.bitcoin.status).toBe("not_performed")
+    it("T2 bundle without a confirmed header: T2 unanchored, the verdict partial", async () => {
+      const r = await verifyBundle(t2Bundle, { keys: keysDoc.keys, tsaCaPem: rootPem })
+      expect(r.ok).toBe(false)
+      expect(r.verdict).toBe("partial")
+      expect(r.verified_level).toBe("T1")
+      expect(r.checks.t2!.status).toBe("unanchored")
+      expect(r.checks.t2!.bitcoin.status).toBe("unanchored")
       expect(r.checks.t2!.bitcoin.merkle_root).toBe(headers[String(t2Bundle.t2.bitcoinBlockHeight)])
-      expect(r.checks.t2!.detail).toMatch(/NOT PERFORMED/)
-      expect(r.notes.join("\n")).toMatch(/NOT PERFORMED/)
-      // headers that do not mention the block: not performed either
-      const other = await verifyBundle(t2Bundle, { otsHeaders: { "1": "00".repeat(32) } })
-      expect(other.ok).toBe(true)
-      expect(other.checks.t2!.bitcoin.status).toBe("not_performed")
+      expect(r.checks.t2!.bitcoin.detail).toMatch(/place in the chain was NOT checked/)
+      expect(r.notes.join("\n")).toMatch(/place in the chain was not checked/)
+      // headers that do not mention the block: unanchored either
+      const other = await verifyBundle(t2Bundle, { keys: keysDoc.keys, tsaCaPem: rootPem, otsHeaders: { "1": "00".repeat(32) } })
+      expect(other.verdict).toBe("partial")
+      expect(other.checks.t2!.bitcoin.status).toBe("unanchored")
     })
 
     it("a simulated chain is named as such", async () => {
       const b = clone(t2Bundle)
       b.t2.simulated = true
-      const r = await verifyBundle(b, { otsHeaders: headers })
+      const r = await verifyBundle(b, { otsHeaders: headers, keys: keysDoc.keys, tsaCaPem: rootPem })
       expect(r.ok).toBe(true)
       expect(r.checks.t2!.simulated).toBe(true)
       expect(r.checks.t2!.detail).toMatch(/simulated chain/)
@@ -203,10 +208,10 @@ describe("attestd verify", () => {
 
     it("--file / --hash: the right data passes, other data fails", async () => {
       expect((await verifyBundle(t2Bundle, { data })).checks.input?.status).toBe("ok")
-      expect((await verifyBundle(t2Bundle, { hash: t2Bundle.hash_hex.toUpperCase() })).ok).toBe(true)
+      expect((await verifyBundle(t2Bundle, { otsHeaders: headers, tsaCaPem: rootPem, keys: keysDoc.keys, hash: t2Bundle.hash_hex.toUpperCase() })).ok).toBe(true)
       const wrong = await verifyBundle(t2Bundle, { data: Buffer.concat([data, Buffer.from("x")]) })
       expectFailed(wrong, "input", /SHA-256 of the file/)
-      expect(wrong.checks.t0.status).toBe("ok")
+      expect(wrong.checks.t0.status).toBe("unanchored")
       expectFailed(await verifyBundle(t2Bundle, { hash: flipHex(t2Bundle.hash_hex) }), "input")
       expectFailed(await verifyBundle(t2Bundle, { hash: "abc" }), "input", /not a SHA-256/)
     })
@@ -251,7 +256,7 @@ describe("attestd verify", () => {
     it("a Merkle proof step (hash or position), or a missing step", async () => {
       const b = clone(t1Bundle)
       b.t1.merkleProof[0].hash = flipHex(b.t1.merkleProof[0].hash, 10)
-      const r = await verifyBundle(b, { tsaCaPem: rootPem })
+      const r = await verifyBundle(b, { tsaCaPem: rootPem, keys: keysDoc.keys })
       expectFailed(r, "t1")
       expect(r.checks.t1!.merkle.status).toBe("failed")
       expect(r.checks.t1!.tsa.status).toBe("ok")
@@ -302,7 +307,8 @@ describe("attestd verify", () => {
         b.t1.tsaToken = Buffer.from(token).toString("base64")
         b.t1.tsaTimestamp = parseTimeStampToken(token).gen_time
         const noCa = await verifyBundle(b)
-        expect(noCa.ok).toBe(true)
+        expect(noCa.ok).toBe(false)
+        expect(noCa.checks.t1!.status).toBe("unanchored")
         expect(noCa.checks.t1!.tsa.chain_verified).toBe(false)
         expectFailed(await verifyBundle(b, { tsaCaPem: rootPem }), "t1")
         // and the genuine token fails against the other TSA's root
@@ -316,7 +322,7 @@ describe("attestd verify", () => {
       const b = clone(t2Bundle)
       if (b.t2.t1ToT2Proof.length > 0) b.t2.t1ToT2Proof[0].hash = flipHex(b.t2.t1ToT2Proof[0].hash, 7)
       else b.t2.t1ToT2Proof.push({ hash: randomHash(), position: "left" })
-      const r = await verifyBundle(b, { otsHeaders: headers })
+      const r = await verifyBundle(b, { otsHeaders: headers, keys: keysDoc.keys, tsaCaPem: rootPem })
       expectFailed(r, "t2")
       expect(r.checks.t2!.merkle.status).toBe("failed")
       expect(r.verified_level).toBe("T1")
@@ -343,11 +349,13 @@ describe("attestd verify", () => {
         expect(r.ok, what).toBe(false)
         expect(r.checks.t2!.status, what).toBe("failed")
       }
-      // the calendar's part is only caught with the block header
+      // the calendar's part is only caught with a block header (here none: the bundle carries no t2.bitcoinBlockHeader)
       const late = clone(t2Bundle)
       late.t2.otsProof = flipB64(late.t2.otsProof, positions.lastArg)
+      delete late.t2.bitcoinBlockHeader
       const unchecked = await verifyBundle(late)
-      expect(unchecked.checks.t2!.bitcoin.status).toBe("not_performed")
+      expect(unchecked.checks.t2!.bitcoin.status).toBe("unanchored")
+      expect(unchecked.verdict).toBe("partial")
       // truncated file
       const t = clone(t2Bundle)
       t.t2.otsProof = ots.subarray(0, ots.length - 5).toString("base64")
@@ -375,7 +383,7 @@ describe("attestd verify", () => {
       expectFailed(await verifyBundle(t0Bundle, { keys: [stranger] }), "t0", /not among/)
       // --keys names the kid but with other coordinates: the bundle's key differs from the published one
       const impostor = { ...stranger, kid: t0Bundle.t0.publicKeyId }
-      expectFailed(await verifyBundle(t0Bundle, { keys: [impostor] }), "t0", /not the published key/)
+      expectFailed(await verifyBundle(t0Bundle, { keys: [impostor] }), "t0", /not the trusted key/)
       // embedded key replaced by another one under the same kid
       const b = clone(t0Bundle)
       b.t0.publicKey = { ...stranger, kid: b.t0.publicKeyId }
@@ -396,9 +404,10 @@ describe("attestd verify", () => {
     })
   })
 
-  describe.skipIf(!HAVE_DIST)("the built CLI", () => {
+  describe("the built CLI", () => {
     let dir: string
     beforeAll(() => {
+      requireDist()
       dir = mkdtempSync(join(tmpdir(), "attestd-verify-cli-"))
       writeFileSync(join(dir, "t2.json"), JSON.stringify(t2Bundle))
       const tampered = clone(t2Bundle)
@@ -416,13 +425,13 @@ describe("attestd verify", () => {
 
     const cli = (args: ReadonlyArray<string>): Promise<{ code: number; stdout: string; stderr: string }> =>
       new Promise((done) => {
-        execFile(process.execPath, [BIN, "verify", ...args], { cwd: dir, timeout: 30_000, env: { ...process.env, NODE_OPTIONS: "" } }, (error, stdout, stderr) => {
+        execFile(process.execPath, [BIN, "verify", ...args], { cwd: dir, timeout: 120_000, env: { ...process.env, NODE_OPTIONS: "" } }, (error, stdout, stderr) => {
           const code = error ? (typeof (error as { code?: unknown }).code === "number" ? (error as { code: number }).code : -1) : 0
           done({ code, stdout: String(stdout), stderr: String(stderr) })
         })
       })
 
-    it("exit 0 for a genuine T2 bundle (every check performed), 0 without headers, 1 when tampered, 2 for unreadable input", async () => {
+    it("exit 0 for a genuine T2 bundle (every check anchored), 3 without trust inputs, 1 when tampered, 2 for unreadable input", async () => {
       const [good, noHeaders, tampered, wrongFile, missing, notJson] = await Promise.all([
         cli(["t2.json", "--file", "data.bin", "--ots-headers", "headers.json", "--tsa-ca", "root.pem", "--keys", "keys.json"]),
         cli(["t2.json", "--hash", t2Bundle.hash_hex]),
@@ -445,9 +454,9 @@ describe("attestd verify", () => {
       })
       expect(good.stderr).toMatch(/VERIFIED/)
 
-      expect(noHeaders.code, noHeaders.stderr).toBe(0)
-      expect(JSON.parse(noHeaders.stdout).checks.t2.bitcoin.status).toBe("not_performed")
-      expect(noHeaders.stderr).toMatch(/Bitcoin NOT PERFORMED/)
+      expect(noHeaders.code, noHeaders.stderr).toBe(3)
+      expect(JSON.parse(noHeaders.stdout)).toMatchObject({ ok: false, verdict: "partial", checks: { t2: { bitcoin: { status: "unanchored" } } } })
+      expect(noHeaders.stderr).toMatch(/Bitcoin UNANCHORED/)
 
       expect(tampered.code).toBe(1)
       expect(JSON.parse(tampered.stdout)).toMatchObject({ ok: false, checks: { t0: { status: "failed" } } })

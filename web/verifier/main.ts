@@ -17,6 +17,7 @@ interface EmbeddedTrust {
   readonly keys?: ReadonlyArray<Record<string, unknown>>
   readonly tsaCaPem?: ReadonlyArray<string>
   readonly simulatedHeaders?: Readonly<Record<string, string>> | null
+  readonly trustLabels?: Readonly<Record<string, string>>
 }
 
 /** Options of `window.attestdVerifier.verify`: the core's, with `data` also accepted as a Blob. */
@@ -108,7 +109,8 @@ export const headerTime = (headerHex: unknown): string | null => {
 const TRUSTS: Record<string, string> = {
   T0: "the service's signing key (ECDSA P-256)",
   T1: "the time-stamping authority (RFC 3161) and its certificate chain",
-  T2: "Bitcoin: the block header's proof of work and, when checked, its place in the chain"
+  T2: "Bitcoin: the block header's proof of work and, when checked, its place in the chain",
+  T2sim: "a SIMULATED chain (demo mode, not Bitcoin): its block header and its place in that chain"
 }
 
 // ---------------------------------------------------------------------------
@@ -173,6 +175,10 @@ const trustOptions = (): Record<string, unknown> => {
   const pem = state.userTsaPem ?? (e?.tsaCaPem && e.tsaCaPem.length > 0 ? e.tsaCaPem.join("\n") : undefined)
   if (pem !== undefined) o.tsaCaPem = pem
   if (e?.simulatedHeaders) o.simulatedHeaders = e.simulatedHeaders
+  const labels: Record<string, string> = { ...(e?.trustLabels ?? {}) }
+  if (state.userKeys) labels.keys = "keys you loaded"
+  if (state.userTsaPem) labels.tsa = "TSA anchors you loaded"
+  if (Object.keys(labels).length > 0) o.trustLabels = labels
   return o
 }
 
@@ -217,7 +223,7 @@ const render = (r: AnyReport, bundle: unknown) => {
     const when = status === "ok" || status === "unanchored" ? timeOf(tier, r, bundle) : null
     const row = el("li", { "data-tier": tier, "data-status": status, class: `tier ${status}` },
       el("div", { class: "tier-head" }, el("strong", {}, tier), el("span", { class: "badge" }, STATUS_TEXT[status] ?? status)),
-      el("div", { class: "trusts" }, `Trusts: ${TRUSTS[tier]} — ${trustLabel(tier)}`),
+      el("div", { class: "trusts" }, `Trusts: ${tier === "T2" && check?.simulated === true ? TRUSTS.T2sim : TRUSTS[tier]} — ${typeof check?.trust === "string" ? check.trust : trustLabel(tier)}`),
       ...(when ? [el("div", { class: "when" }, `Existed no later than ${when}`)] : []),
       el("div", { class: "detail" }, typeof check?.detail === "string" ? check.detail : "this tier is not in the bundle"))
     tiers.append(row)
@@ -235,12 +241,13 @@ const render = (r: AnyReport, bundle: unknown) => {
   $<HTMLButtonElement>("[data-action=chain-check]").disabled = !(bundle as any)?.t2
 }
 
-const runVerify = async (extra: Record<string, unknown> = {}) => {
+const runVerify = async (extra: Record<string, unknown> = {}, drop: ReadonlyArray<string> = []) => {
   const button = $<HTMLButtonElement>("[data-action=verify]")
   button.disabled = true
   try {
     const bundle = parseEvidence()
     const options: Record<string, unknown> = { ...trustOptions(), ...extra }
+    for (const k of drop) delete options[k]
     const typed = $<HTMLInputElement>("input[name=hash]").value.trim().toLowerCase()
     if (state.documentDigest !== null) options.dataSha256 = state.documentDigest
     else if (typed !== "") options.hash = typed
@@ -355,7 +362,9 @@ const start = () => {
     const w = $<HTMLElement>("#crypto-warning")
     w.hidden = false
     w.textContent = "This browser gives this page no WebCrypto (crypto.subtle is missing: plain http to a non-local address). " +
-      "Verification falls back to the bundled noble implementation; it is slower but checks the same math."
+      "T0 signatures, the Merkle proofs and T2 are checked with the bundled noble implementation instead; " +
+      "T1 cannot be checked here (its RFC 3161 token and certificate chain need WebCrypto) and is reported failed. " +
+      "For a full check open this page over https, from localhost, or save it and open the file."
   }
   const evidenceFile = $<HTMLInputElement>("input[type=file][name=evidence]")
   const evidenceText = $<HTMLTextAreaElement>("textarea[name=evidence]")
@@ -412,8 +421,14 @@ const start = () => {
       setMessage("Name at least one Esplora-compatible source", "error")
       return
     }
-    void runVerify({ bitcoinSources: sources })
+    // The sources decide the chain: Bitcoin ones for a real anchor, a demo instance's
+    // /v1/simulated-chain for a simulated one (then the embedded headers are set aside).
+    void runVerify({ bitcoinSources: sources, simulatedSources: sources }, ["simulatedHeaders"])
   })
+  // A demo instance's bundles are on its simulated chain: check them against its Esplora endpoints.
+  if (state.embedded?.simulatedHeaders && /^https?:/.test(state.embedded.origin)) {
+    $<HTMLInputElement>("input[name=bitcoin-sources]").value = `${state.embedded.origin}/v1/simulated-chain`
+  }
   const params = new URLSearchParams(location.search)
   const brand = params.get("brand")
   if (brand) void applyBrand(brand)

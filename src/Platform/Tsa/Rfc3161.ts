@@ -20,7 +20,9 @@
  *   "CN=Example TSA,O=Example"); other GeneralName forms are rendered as
  *   "DNS:…", "URI:…", "email:…".
  */
-import { createHash, randomBytes, webcrypto } from "node:crypto"
+import { sha1 } from "@noble/hashes/legacy.js"
+import { sha256, sha384, sha512 } from "@noble/hashes/sha2.js"
+import { base64ToBytes, bytesToBase64, bytesToHex } from "../../Domain/Bytes.js"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
 
@@ -87,10 +89,12 @@ let engineSet = false
 
 /** Point pkijs at Node's WebCrypto (idempotent). */
 export const ensureCryptoEngine = (): void => {
+  const webcrypto = (globalThis as unknown as { crypto?: { subtle?: unknown } }).crypto
+  if (webcrypto?.subtle === undefined) throw new TsaValidationError("WebCrypto (crypto.subtle) is not available: RFC 3161 tokens cannot be checked here")
   if (engineSet) return
   pkijs.setEngine(
-    "node",
-    new pkijs.CryptoEngine({ name: "node", crypto: webcrypto as unknown as pkijs.CryptoEngineParameters["crypto"] })
+    "webcrypto",
+    new pkijs.CryptoEngine({ name: "webcrypto", crypto: webcrypto as unknown as pkijs.CryptoEngineParameters["crypto"] })
   )
   engineSet = true
 }
@@ -99,7 +103,7 @@ export const ensureCryptoEngine = (): void => {
 // Small byte / ASN.1 helpers
 // ---------------------------------------------------------------------------
 
-export const toHex = (bytes: Uint8Array): string => Buffer.from(bytes).toString("hex")
+export const toHex = (bytes: Uint8Array): string => bytesToHex(bytes)
 
 const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
   if (a.byteLength !== b.byteLength) return false
@@ -108,10 +112,10 @@ const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
 }
 
 /** Copy any BufferSource view into a fresh, exactly-sized Uint8Array. */
-const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array =>
+const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> =>
   src instanceof ArrayBuffer
     ? new Uint8Array(src.slice(0))
-    : new Uint8Array(src.buffer.slice(src.byteOffset, src.byteOffset + src.byteLength))
+    : Uint8Array.from(new Uint8Array(src.buffer, src.byteOffset, src.byteLength))
 
 /** Unsigned big-endian bytes → bigint. */
 const unsignedToBigInt = (bytes: Uint8Array): bigint => {
@@ -138,8 +142,13 @@ export const positiveIntegerBytes = (bytes: Uint8Array): Uint8Array => {
   return new Uint8Array(trimmed)
 }
 
-const hashBytes = (nodeAlg: string, data: Uint8Array): Uint8Array =>
-  new Uint8Array(createHash(nodeAlg).update(data).digest())
+const HASHERS: Record<string, (data: Uint8Array) => Uint8Array> = { sha1, sha256, sha384, sha512 }
+
+const hashBytes = (nodeAlg: string, data: Uint8Array): Uint8Array => {
+  const h = HASHERS[nodeAlg]
+  if (h === undefined) throw new TsaValidationError(`unsupported hash algorithm ${nodeAlg}`)
+  return h(data)
+}
 
 const parseDer = (der: Uint8Array, what: string): asn1js.AsnType => {
   const parsed = asn1js.fromBER(der)
@@ -249,15 +258,15 @@ const certificateInfo = (cert: pkijs.Certificate): TokenCertificateInfo => ({
 })
 
 /** All CERTIFICATE blocks of a PEM bundle, as DER. */
-export const pemToDers = (pem: string): Array<Uint8Array> => {
-  const out: Array<Uint8Array> = []
+export const pemToDers = (pem: string): Array<Uint8Array<ArrayBuffer>> => {
+  const out: Array<Uint8Array<ArrayBuffer>> = []
   const re = /-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g
-  for (const m of pem.matchAll(re)) out.push(new Uint8Array(Buffer.from((m[1] ?? "").replace(/\s+/g, ""), "base64")))
+  for (const m of pem.matchAll(re)) out.push(base64ToBytes((m[1] ?? "").replace(/\s+/g, "")))
   return out
 }
 
 export const derToPem = (der: Uint8Array, label = "CERTIFICATE"): string => {
-  const b64 = Buffer.from(der).toString("base64")
+  const b64 = bytesToBase64(der)
   const lines = b64.match(/.{1,64}/g) ?? []
   return `-----BEGIN ${label}-----\n${lines.join("\n")}\n-----END ${label}-----\n`
 }
@@ -293,7 +302,7 @@ export const buildTimeStampRequest = (
   nonce?: Uint8Array
 ): { der: Uint8Array; nonce: Uint8Array } => {
   if (digest.byteLength !== 32) throw new RangeError(`digest must be 32 bytes (SHA-256), got ${digest.byteLength}`)
-  const n = nonce !== undefined ? new Uint8Array(nonce) : new Uint8Array(randomBytes(8))
+  const n = nonce !== undefined ? new Uint8Array(nonce) : globalThis.crypto.getRandomValues(new Uint8Array(8))
   if (n.byteLength === 0) throw new RangeError("nonce must not be empty")
   const req = new pkijs.TimeStampReq({
     version: 1,

@@ -35,6 +35,8 @@ export interface TsaClientService {
   /** Human description: the URL list, or the demo label. */
   readonly provider: string
   readonly timestamp: (digest: Uint8Array) => Effect.Effect<TsaStamp, TsaError>
+  /** The PEM trust anchors every reply is validated against (published by GET /v1/tsa/certificates); undefined: none configured. */
+  readonly trustAnchorsPem?: string | undefined
 }
 
 export class TsaClient extends Context.Tag("Platform/TsaClient")<TsaClient, TsaClientService>() {}
@@ -218,7 +220,7 @@ export const makeHttpTsaClient = (opts: HttpTsaOptions): TsaClientService => {
       })
     }).pipe(Effect.withSpan("TsaClient.timestamp"))
 
-  return { provider, timestamp }
+  return { provider, timestamp, trustAnchorsPem: opts.trustAnchorsPem }
 }
 
 /** Layer for an RFC 3161 TSA over HTTP(S), URLs tried in order. */
@@ -250,7 +252,7 @@ export const layerDemo = (dataDir: string): Layer.Layer<TsaClient, Error> =>
           }
           return { token: result.right.token, genTime: result.right.genTime, provider: demo.provider }
         })
-      return TsaClient.of({ provider: demo.provider, timestamp })
+      return TsaClient.of({ provider: demo.provider, timestamp, trustAnchorsPem: demo.rootPem })
     })
   )
 

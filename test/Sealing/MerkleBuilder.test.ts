@@ -1,6 +1,11 @@
-import { createHash } from "node:crypto"
+import { buildSync } from "esbuild"
 import fc from "fast-check"
-import { afterAll, describe, expect, it } from "vitest"
+import { createHash } from "node:crypto"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Portable from "../../src/Domain/Merkle.js"
 import {
   buildTree,
   buildTreeParallel,
@@ -15,9 +20,35 @@ import {
   siblingPath,
   terminateMerkleWorker,
   verifyProof
-} from "../../src/Domain/Merkle.js"
+} from "../../src/Sealing/MerkleBuilder.js"
 
+// The builder spawns its compiled worker file (dist/Sealing/MerkleWorker.js);
+// from the TypeScript sources, bundle the real worker file for it.
+beforeAll(() => {
+  const outfile = join(mkdtempSync(join(tmpdir(), "attestd-merkle-")), "MerkleWorker.mjs")
+  buildSync({ entryPoints: [new URL("../../src/Sealing/MerkleWorker.ts", import.meta.url).pathname], bundle: true, platform: "node", format: "esm", outfile, logLevel: "warning" })
+  process.env.ATTESTD_MERKLE_WORKER = outfile
+})
 afterAll(() => terminateMerkleWorker())
+
+describe("Merkle v2: the portable module agrees with the sealer's builder", () => {
+  it("same node hash, same proofs", () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ minLength: 32, maxLength: 32 }), { minLength: 1, maxLength: 40 }), (raw) => {
+        const leaves = raw.map((b) => Buffer.from(b).toString("hex"))
+        const tree = buildTree(leaves)
+        const a = Buffer.from(raw[0]!)
+        const b = Buffer.from(raw[raw.length - 1]!)
+        expect(Buffer.from(Portable.nodeHash(a, b)).equals(nodeHash(a, b))).toBe(true)
+        for (let i = 0; i < tree.leafCount; i++) {
+          expect(Portable.computeRoot(tree.leafHex(i), tree.proof(i))).toBe(tree.rootHex)
+          expect(Portable.siblingPath(tree.leafCount, i)).toEqual(siblingPath(tree.leafCount, i))
+        }
+      }),
+      { numRuns: 50 }
+    )
+  })
+})
 
 // ---------------------------------------------------------------------------
 // Independent, deliberately straightforward reference implementation:

@@ -1,0 +1,87 @@
+/**
+ * The verifier's primitives, portable: WebCrypto (`globalThis.crypto.subtle`,
+ * Node 20 and browsers in secure contexts) with a fallback to @noble when it
+ * is missing (e.g. a page served over plain http to a non-local address).
+ */
+import { p256 } from "@noble/curves/nist.js"
+import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
+import { base64ToBytes } from "../Domain/Bytes.js"
+import { P256_HALF_N, P256_N, parseDerSignature } from "../Domain/T0.js"
+
+/** The part of WebCrypto's SubtleCrypto used here (typed structurally: no DOM lib in this project). */
+interface Subtle {
+  digest(algorithm: string, data: ArrayBuffer): Promise<ArrayBuffer>
+  importKey(format: "jwk", key: object, algorithm: object, extractable: boolean, usages: Array<string>): Promise<unknown>
+  verify(algorithm: object, key: unknown, signature: ArrayBuffer, data: ArrayBuffer): Promise<boolean>
+}
+
+const subtle = (): Subtle | undefined => (globalThis as unknown as { crypto?: { subtle?: Subtle } }).crypto?.subtle
+
+/** Which implementation checks signatures and hashes here. */
+export const cryptoBackend = (): "webcrypto" | "noble" => (subtle() !== undefined ? "webcrypto" : "noble")
+
+/** An exact copy in a fresh ArrayBuffer (a Node Buffer's .buffer is its whole pool). */
+const toBuffer = (b: Uint8Array): ArrayBuffer => {
+  const copy = new Uint8Array(b.length)
+  copy.set(b)
+  return copy.buffer
+}
+
+export const sha256 = async (data: Uint8Array): Promise<Uint8Array> => {
+  const s = subtle()
+  return s !== undefined ? new Uint8Array(await s.digest("SHA-256", toBuffer(data))) : nobleSha256(data)
+}
+
+const bigIntTo32 = (v: bigint): Uint8Array => {
+  const out = new Uint8Array(32)
+  for (let i = 31; i >= 0; i--) {
+    out[i] = Number(v & 0xffn)
+    v >>= 8n
+  }
+  return out
+}
+
+export type SignatureResult = "valid" | "invalid" | "high-s" | "malformed"
+
+/**
+ * ECDSA P-256 / SHA-256 over `message` with the public key (x, y) (Base64URL,
+ * JWK coordinates); `der` is the DER signature. High-S signatures are refused
+ * (the service signs low-S; accepting both makes signatures malleable).
+ */
+export const verifyP256 = async (key: { readonly x: string; readonly y: string }, message: Uint8Array, der: Uint8Array): Promise<SignatureResult> => {
+  let r: bigint
+  let s: bigint
+  try {
+    ;({ r, s } = parseDerSignature(der))
+  } catch {
+    return "malformed"
+  }
+  if (r <= 0n || r >= P256_N || s <= 0n || s >= P256_N) return "malformed"
+  if (s > P256_HALF_N) return "high-s"
+  let x: Uint8Array
+  let y: Uint8Array
+  try {
+    x = base64ToBytes(key.x)
+    y = base64ToBytes(key.y)
+  } catch {
+    return "malformed"
+  }
+  if (x.length !== 32 || y.length !== 32) return "malformed"
+  const raw = new Uint8Array(64)
+  raw.set(bigIntTo32(r), 0)
+  raw.set(bigIntTo32(s), 32)
+  const sb = subtle()
+  try {
+    if (sb !== undefined) {
+      const k = await sb.importKey("jwk", { kty: "EC", crv: "P-256", x: key.x, y: key.y, ext: true }, { name: "ECDSA", namedCurve: "P-256" }, false, ["verify"])
+      return (await sb.verify({ name: "ECDSA", hash: "SHA-256" }, k, toBuffer(raw), toBuffer(message))) ? "valid" : "invalid"
+    }
+    const pub = new Uint8Array(65)
+    pub[0] = 4
+    pub.set(x, 1)
+    pub.set(y, 33)
+    return p256.verify(raw, message, pub, { prehash: true, lowS: true, format: "compact" }) ? "valid" : "invalid"
+  } catch {
+    return "malformed"
+  }
+}

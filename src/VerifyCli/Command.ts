@@ -1,0 +1,234 @@
+/**
+ * `attestd verify BUNDLE.json [--file DATA | --hash HEX] [--keys FILE] [--tsa-ca FILE]
+ *  [--ots-headers FILE] [--bitcoin-source URL,…] [--server URL]` (CONTRACT §1, §5):
+ * a thin shell over the portable verification core (src/Verify/Verifier.ts).
+ *
+ * Reads the inputs, fetches the trust inputs an instance publishes when given
+ * `--server` (GET /v1/keys, GET /v1/tsa/certificates and, for a demo instance,
+ * GET /v1/simulated-chain/headers, each once), prints the report as JSON on
+ * stdout and a short summary on stderr. Exit code: 0 verified, 1 failed,
+ * 2 unreadable input (stdout is then `{"ok": false, "error": "…"}`),
+ * 3 partial (the math holds but a tier is not anchored in a trust input).
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { Console, Effect, Option } from "effect"
+import { createHash } from "node:crypto"
+import { createReadStream, readFileSync } from "node:fs"
+import { parseBlockHeaders, parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
+
+/** An input that cannot be read or parsed (exit code 2). */
+class InputError extends Error {}
+
+const message = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+const readText = (path: string, what: string): string => {
+  try {
+    return readFileSync(path, "utf8")
+  } catch (e) {
+    throw new InputError(`cannot read ${what} ${path}: ${message(e)}`)
+  }
+}
+
+const parseJson = (text: string, what: string): unknown => {
+  try {
+    return JSON.parse(text) as unknown
+  } catch (e) {
+    throw new InputError(`${what} is not JSON: ${message(e)}`)
+  }
+}
+
+const readJson = (path: string, what: string): unknown => parseJson(readText(path, what), `${what} ${path}`)
+
+const parsed = <A>(what: string, f: () => A): A => {
+  try {
+    return f()
+  } catch (e) {
+    throw new InputError(`${what}: ${message(e)}`)
+  }
+}
+
+/** SHA-256 of a file, streamed (the data may be large). */
+const hashFile = (path: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const h = createHash("sha256")
+    createReadStream(path)
+      .on("data", (chunk) => h.update(chunk))
+      .on("error", (e) => reject(new InputError(`cannot read --file ${path}: ${e.message}`)))
+      .on("end", () => resolve(h.digest("hex")))
+  })
+
+const TIMEOUT_MS = 15_000
+
+/** GET a JSON document from the instance; undefined on 404 when `optional`. */
+const getJson = async (url: string, optional: boolean): Promise<unknown> => {
+  let res: Response
+  try {
+    res = await fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS), headers: { accept: "application/json" } })
+  } catch (e) {
+    throw new InputError(`--server: GET ${url} failed: ${message(e)}`)
+  }
+  if (optional && (res.status === 404 || res.status === 405)) return undefined
+  if (!res.ok) throw new InputError(`--server: GET ${url} answered HTTP ${res.status}`)
+  return parseJson(await res.text(), `--server: GET ${url}`)
+}
+
+/** The trust inputs an instance publishes: its signing keys, its TSA anchors, its simulated chain (demo). */
+const fromServer = async (server: string): Promise<Partial<VerifyOptions>> => {
+  let base: URL
+  try {
+    base = new URL(server)
+  } catch {
+    throw new InputError(`--server ${server} is not a URL`)
+  }
+  if (base.protocol !== "http:" && base.protocol !== "https:") throw new InputError(`--server ${server} is not an http(s) URL`)
+  const origin = base.href.replace(/\/+$/, "").replace(/\/v1$/, "")
+  const label = `published by ${origin}`
+  const keysDoc = await getJson(`${origin}/v1/keys`, false)
+  const tsaDoc = await getJson(`${origin}/v1/tsa/certificates`, true)
+  const chainDoc = await getJson(`${origin}/v1/simulated-chain/headers`, true)
+  const out: { -readonly [K in keyof VerifyOptions]?: VerifyOptions[K] } = {
+    keys: parsed(`--server ${origin}/v1/keys`, () => parseKeysDocument(keysDoc))
+  }
+  const labels: { -readonly [K in keyof NonNullable<VerifyOptions["trustLabels"]>]?: string } = { keys: `keys ${label}` }
+  if (tsaDoc !== undefined) {
+    const certs = tsaDoc !== null && typeof tsaDoc === "object" && Array.isArray((tsaDoc as { certificates?: unknown }).certificates)
+      ? (tsaDoc as { certificates: Array<unknown> }).certificates
+      : null
+    if (certs === null) throw new InputError(`--server ${origin}/v1/tsa/certificates: expected {"certificates": [{provider, pem}]}`)
+    const pems = certs.flatMap((c) => (c !== null && typeof c === "object" && typeof (c as { pem?: unknown }).pem === "string" ? [(c as { pem: string }).pem] : []))
+    if (pems.length > 0) {
+      out.tsaCaPem = pems
+      labels.tsa = `TSA trust anchors ${label}`
+    }
+  }
+  if (chainDoc !== undefined) {
+    out.simulatedHeaders = parsed(`--server ${origin}/v1/simulated-chain/headers`, () => parseBlockHeaders(chainDoc))
+    labels.simulated = `simulated chain headers ${label}`
+  }
+  out.trustLabels = labels
+  return out
+}
+
+interface VerifyArgs {
+  readonly bundle: string
+  readonly file: Option.Option<string>
+  readonly hash: Option.Option<string>
+  readonly otsHeaders: Option.Option<string>
+  readonly tsaCa: Option.Option<string>
+  readonly keys: Option.Option<string>
+  readonly bitcoinSource: Option.Option<string>
+  readonly server: Option.Option<string>
+}
+
+const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options: VerifyOptions }> => {
+  if (Option.isSome(args.file) && Option.isSome(args.hash)) throw new InputError("give either --file or --hash, not both")
+  const bundle = readJson(args.bundle, "bundle")
+  const options: { -readonly [K in keyof VerifyOptions]?: VerifyOptions[K] } = {}
+  const labels: { -readonly [K in keyof NonNullable<VerifyOptions["trustLabels"]>]?: string } = {}
+  if (Option.isSome(args.server)) {
+    const s = await fromServer(args.server.value)
+    const { trustLabels, ...rest } = s
+    Object.assign(labels, trustLabels)
+    Object.assign(options, rest)
+  }
+  if (Option.isSome(args.hash)) {
+    const hash = args.hash.value.trim().toLowerCase()
+    if (!/^[0-9a-f]{64}$/.test(hash)) throw new InputError("--hash must be a SHA-256 as 64 hex characters")
+    options.hash = hash
+  }
+  if (Option.isSome(args.file)) options.dataSha256 = await hashFile(args.file.value)
+  if (Option.isSome(args.otsHeaders)) {
+    const path = args.otsHeaders.value
+    const doc = readJson(path, "--ots-headers")
+    options.otsHeaders = parsed(`--ots-headers ${path}`, () => parseOtsHeaders(doc))
+    labels.otsHeaders = `--ots-headers ${path}`
+  }
+  if (Option.isSome(args.tsaCa)) {
+    const path = args.tsaCa.value
+    const pem = readText(path, "--tsa-ca")
+    if (!pem.includes("-----BEGIN CERTIFICATE-----")) throw new InputError(`--tsa-ca ${path} holds no PEM certificate`)
+    options.tsaCaPem = pem
+    labels.tsa = `--tsa-ca ${path}`
+  }
+  if (Option.isSome(args.keys)) {
+    const path = args.keys.value
+    const doc = readJson(path, "--keys")
+    options.keys = parsed(`--keys ${path}`, () => parseKeysDocument(doc))
+    labels.keys = `--keys ${path}`
+  }
+  if (Option.isSome(args.bitcoinSource)) {
+    const sources = args.bitcoinSource.value.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
+    for (const s of sources) {
+      if (!/^https?:\/\//.test(s)) throw new InputError(`--bitcoin-source ${s} is not an http(s) URL`)
+    }
+    if (sources.length === 0) throw new InputError("--bitcoin-source names no URL")
+    options.bitcoinSources = sources
+    options.fetch = (url) => fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS) })
+  }
+  options.trustLabels = labels
+  return { bundle, options }
+}
+
+export const exitCodeOf = (verdict: "verified" | "failed" | "partial"): number => (verdict === "verified" ? 0 : verdict === "failed" ? 1 : 3)
+
+const run = (args: VerifyArgs) =>
+  Effect.gen(function*() {
+    const inputs = yield* Effect.tryPromise({
+      try: () => loadInputs(args),
+      catch: (e) => (e instanceof InputError ? e : new InputError(message(e)))
+    }).pipe(Effect.either)
+    if (inputs._tag === "Left") {
+      yield* Console.error(`attestd verify: ${inputs.left.message}`)
+      yield* Console.log(JSON.stringify({ ok: false, error: inputs.left.message }))
+      return yield* Effect.sync(() => {
+        process.exitCode = 2
+      })
+    }
+    const report = yield* Effect.promise(() => verifyBundle(inputs.right.bundle, inputs.right.options))
+    yield* Console.log(JSON.stringify(report, null, 2))
+    yield* Console.error(summarize(report))
+    yield* Effect.sync(() => {
+      process.exitCode = exitCodeOf(report.verdict)
+    })
+  })
+
+export const verifyCommand = Command.make(
+  "verify",
+  {
+    bundle: Args.file({ name: "BUNDLE.json" }).pipe(
+      Args.withDescription("evidence bundle (GET /v1/attestation/{id}/evidence)")
+    ),
+    file: Options.file("file").pipe(
+      Options.withDescription("the attested data: its SHA-256 must equal the bundle's hash_hex"),
+      Options.optional
+    ),
+    hash: Options.text("hash").pipe(
+      Options.withDescription("a SHA-256 (64 hex) that must equal the bundle's hash_hex"),
+      Options.optional
+    ),
+    otsHeaders: Options.file("ots-headers").pipe(
+      Options.withDescription(
+        "JSON object: block height (string) → block header merkle root hex, in the byte order the OTS operations produce; " +
+          "a trust input for T2"
+      ),
+      Options.optional
+    ),
+    tsaCa: Options.file("tsa-ca").pipe(
+      Options.withDescription("PEM trust anchors of the TSA (the trust input for T1); the chain is validated at genTime"),
+      Options.optional
+    ),
+    keys: Options.file("keys").pipe(
+      Options.withDescription("trusted signing keys (JSON of GET /v1/keys, or one JWK): the trust input for T0"),
+      Options.optional
+    ),
+    bitcoinSource: Options.text("bitcoin-source").pipe(
+      Options.withDescription("Esplora-compatible API base URL(s), comma-separated: confirm the block header's place in the chain; all must agree"),
+      Options.optional
+    ),
+    server: Options.text("server").pipe(
+      Options.withDescription("an attestd instance: fetch its published keys, TSA anchors (and, in demo mode, simulated chain headers) once"),
+      Options.optional
+    )
+  },
+  run
+).pipe(Command.withDescription("verify an evidence bundle; exit 0 verified, 1 failed, 2 unreadable input, 3 partial (a tier not anchored in a trust input)"))

@@ -86,6 +86,8 @@ export interface AppConfigShape {
   readonly anchorInterval: Duration.Duration
   readonly otsUpgradeInterval: Duration.Duration
   readonly webhookRetryDelays: ReadonlyArray<Duration.Duration>
+  /** ATTESTD_WEBHOOK_PORTS: the ports a production webhook URL may use (default 443). */
+  readonly webhookPorts: ReadonlyArray<number>
   readonly dataDir: string
   readonly demoConfirmDelay: Duration.Duration
   readonly trustProxy: boolean
@@ -114,6 +116,15 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   anchorInterval: duration("ATTESTD_ANCHOR_INTERVAL", "24h"),
   otsUpgradeInterval: duration("ATTESTD_OTS_UPGRADE_INTERVAL", "10m"),
   webhookRetryDelays: durationList("ATTESTD_WEBHOOK_RETRY_DELAYS", "1m,5m,15m"),
+  webhookPorts: Config.string("ATTESTD_WEBHOOK_PORTS").pipe(
+    Config.withDefault("443"),
+    Config.mapOrFail((s) => {
+      const ports = s.split(",").map((p) => p.trim()).filter((p) => p !== "").map(Number)
+      return ports.length > 0 && ports.every((p) => Number.isInteger(p) && p >= 1 && p <= 65535)
+        ? Either.right(ports)
+        : Either.left(ConfigError.InvalidData(["ATTESTD_WEBHOOK_PORTS"], "a comma-separated list of ports 1..65535"))
+    })
+  ),
   demoConfirmDelay: duration("ATTESTD_DEMO_CONFIRM_DELAY", "60s"),
   trustProxy: Config.string("ATTESTD_TRUST_PROXY").pipe(
     Config.withDefault(""),
@@ -167,6 +178,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     anchorInterval: Duration.hours(24),
     otsUpgradeInterval: Duration.minutes(10),
     webhookRetryDelays: [Duration.minutes(1), Duration.minutes(5), Duration.minutes(15)],
+    webhookPorts: [443],
     dataDir: "./data",
     demoConfirmDelay: Duration.seconds(60),
     trustProxy: false,

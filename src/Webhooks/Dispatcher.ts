@@ -116,7 +116,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
     const attempt = (d: Delivery) =>
       Effect.gen(function*() {
         const body = yield* bodyOf(d)
-        const check = yield* Effect.promise(() => checkWebhookUrl(d.url, production))
+        const check = yield* Effect.promise(() => checkWebhookUrl(d.url, production, config.webhookPorts))
         const result = check.ok
           ? yield* postWebhook(check.url, body, {
             "content-type": "application/json",

@@ -1,11 +1,14 @@
 /** Webhook events, signatures, and the SSRF guard for delivery URLs. */
 import { createHmac, randomBytes } from "node:crypto"
 import { lookup } from "node:dns/promises"
-import { BlockList, isIP } from "node:net"
+import ipaddr from "ipaddr.js"
+import { isIP } from "node:net"
 
 export const WEBHOOK_EVENTS = ["t1_complete", "t2_complete"] as const
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]
 export const WEBHOOK_LABEL_MAX = 200
+/** Live webhooks one key may hold. */
+export const WEBHOOKS_PER_KEY = 10
 export const DELIVERY_HISTORY = 100
 export const DELIVERY_TIMEOUT_MS = 10_000
 export const RESPONSE_EXCERPT_BYTES = 512
@@ -18,52 +21,67 @@ export const newSigningSecret = (): string => randomBytes(32).toString("hex")
 export const signBody = (body: string, secret: string): string =>
   `sha256=${createHmac("sha256", Buffer.from(secret, "ascii")).update(body, "utf8").digest("hex")}`
 
-const forbidden = new BlockList()
-for (const [net, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4]
-] as const) forbidden.addSubnet(net, prefix, "ipv4")
-for (const [net, prefix] of [
-  ["::", 96],
-  ["::1", 128],
-  ["64:ff9b::", 96],
-  ["100::", 64],
-  ["2001:db8::", 32],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8]
-] as const) forbidden.addSubnet(net, prefix, "ipv6")
+const globalV4 = (a: ipaddr.IPv4): boolean => a.range() === "unicast"
 
-/** True for addresses a production webhook may reach: not loopback, private, link-local, multicast or metadata. */
-export const isPublicAddress = (address: string): boolean => {
-  const ip = address.replace(/^\[|\]$/g, "")
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip)
-  const v4 = mapped ? mapped[1]! : ip
-  const family = isIP(v4)
-  if (family === 0) return false
-  return !forbidden.check(v4, family === 4 ? "ipv4" : "ipv6")
+const v4At = (parts: ReadonlyArray<number>, i: number, xor = 0): ipaddr.IPv4 =>
+  new ipaddr.IPv4([
+    ((parts[i]! >> 8) ^ xor) & 0xff,
+    (parts[i]! ^ xor) & 0xff,
+    ((parts[i + 1]! >> 8) ^ xor) & 0xff,
+    (parts[i + 1]! ^ xor) & 0xff
+  ])
+
+/**
+ * Global unicast IPv6 passes (2000::/3 and no special range); an IPv6 form
+ * that carries an IPv4 address (IPv4-mapped ::ffff:0:0/96, IPv4-translated
+ * ::ffff:0:0:0/96, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo 2001::/32) passes
+ * only when every IPv4 address it carries is global unicast. Local-use NAT64
+ * (64:ff9b:1::/48) and site-local fec0::/10 never pass.
+ */
+const globalV6 = (a: ipaddr.IPv6): boolean => {
+  const p = a.parts
+  switch (a.range()) {
+    case "ipv4Mapped":
+    case "rfc6145":
+      return globalV4(v4At(p, 6))
+    case "rfc6052":
+      return p[2] === 0 && globalV4(v4At(p, 6))
+    case "6to4":
+      return globalV4(v4At(p, 1))
+    case "teredo":
+      return globalV4(v4At(p, 2)) && globalV4(v4At(p, 6, 0xffff))
+    case "unicast":
+      return (p[0]! & 0xe000) === 0x2000
+    default:
+      return false
+  }
 }
+
+/** True only for global unicast addresses (classified by ipaddr.js); anything unparsable is refused. */
+export const isPublicAddress = (address: string): boolean => {
+  const ip = address.replace(/^\[|\]$/g, "").replace(/%.*$/, "")
+  if (isIP(ip) === 0) return false // strict forms only (ipaddr.js also takes legacy ones like "1.2.3")
+  const a = ipaddr.parse(ip)
+  return a.kind() === "ipv4" ? globalV4(a as ipaddr.IPv4) : globalV6(a as ipaddr.IPv6)
+}
+
+/** The TCP port a URL connects to. */
+export const urlPort = (url: URL): number => url.port !== "" ? Number(url.port) : url.protocol === "https:" ? 443 : 80
 
 export type UrlCheck = { readonly ok: true; readonly url: URL } | { readonly ok: false; readonly reason: string }
 
 /**
  * Checks a webhook URL. Production: https only, and every address the host
- * resolves to must be public (checked at registration and again at delivery).
+ * resolves to must be global unicast (checked at registration and again at
+ * delivery, where the connection uses the checked lookup), and the port must be
+ * one of ATTESTD_WEBHOOK_PORTS (443 by default).
  * Demo: http and loopback allowed.
  */
-export const checkWebhookUrl = async (raw: string, production: boolean): Promise<UrlCheck> => {
+export const checkWebhookUrl = async (
+  raw: string,
+  production: boolean,
+  ports: ReadonlyArray<number> = [443]
+): Promise<UrlCheck> => {
   let url: URL
   try {
     url = new URL(raw)
@@ -75,6 +93,9 @@ export const checkWebhookUrl = async (raw: string, production: boolean): Promise
     return { ok: false, reason: production ? "webhook URLs must be https:// in production" : "webhook URLs must be http(s)://" }
   }
   if (!production) return { ok: true, url }
+  if (!ports.includes(urlPort(url))) {
+    return { ok: false, reason: `port ${urlPort(url)} is not allowed (ATTESTD_WEBHOOK_PORTS: ${ports.join(",")})` }
+  }
   const addresses = await resolveAll(url.hostname)
   if (addresses.length === 0) return { ok: false, reason: `host ${url.hostname} does not resolve` }
   const bad = addresses.find((a) => !isPublicAddress(a))

@@ -6,7 +6,7 @@ import { requireScope } from "../Auth/Http.js"
 import { NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
-import { checkWebhookUrl, newSigningSecret, newWebhookId } from "./Domain.js"
+import { checkWebhookUrl, newSigningSecret, newWebhookId, WEBHOOKS_PER_KEY } from "./Domain.js"
 import { WebhookRepo } from "./Repo.js"
 
 export const WebhooksLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
@@ -20,7 +20,13 @@ export const WebhooksLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
       .handle("register", ({ payload }) =>
         Effect.gen(function*() {
           const key = yield* requireScope("webhook")
-          const check = yield* Effect.promise(() => checkWebhookUrl(payload.url.trim(), production))
+          if ((yield* Effect.orDie(repo.countOwned(key.id))) >= WEBHOOKS_PER_KEY) {
+            return yield* new ValidationError({
+              message: `a key may hold at most ${WEBHOOKS_PER_KEY} webhooks; delete one first`,
+              details: [{ path: [], message: `limit of ${WEBHOOKS_PER_KEY} webhooks per key reached` }]
+            })
+          }
+          const check = yield* Effect.promise(() => checkWebhookUrl(payload.url.trim(), production, config.webhookPorts))
           if (!check.ok) {
             return yield* new ValidationError({ message: `webhook url refused: ${check.reason}`, details: [{ path: ["url"], message: check.reason }] })
           }

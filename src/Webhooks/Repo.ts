@@ -80,11 +80,28 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         (rows) => (rows[0] ? toWebhook(rows[0]) : undefined)
       )
 
-    const remove = (apiKeyId: string, id: string, now: string) =>
+    const countOwned = (apiKeyId: string) =>
       Effect.map(
-        sql`UPDATE webhooks SET deleted_at = ${now} WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL RETURNING id`,
-        (rows) => rows.length > 0
+        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL`,
+        (rows) => Number(rows[0]?.n ?? 0)
       )
+
+    /**
+     * Soft-deletes a webhook and cancels its queued deliveries — those never
+     * attempted — as failed, never sent. Retries already under way keep going
+     * with the old secret (spec §6 secret rotation: retries in flight for the
+     * old webhook still use the old secret).
+     */
+    const remove = (apiKeyId: string, id: string, now: string) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const rows = yield* sql`UPDATE webhooks SET deleted_at = ${now}
+          WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL RETURNING id`
+        if (rows.length === 0) return false
+        yield* sql`UPDATE webhook_deliveries SET status = 'failed', response_excerpt = 'cancelled: webhook deleted',
+            next_attempt_at = ${now}, claimed_until = NULL
+          WHERE webhook_id = ${id} AND status = 'pending' AND attempts = 0`
+        return true
+      }))
 
     const deliveries = (webhookId: string) =>
       Effect.map(
@@ -122,10 +139,11 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
     /** Claims up to `limit` due deliveries with a lease until `leaseUntil`; another instance skips them. */
     const claimDue = (now: string, leaseUntil: string, limit: number) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql`SELECT * FROM webhook_deliveries
-          WHERE status IN ('pending', 'retrying') AND next_attempt_at <= ${now}
-            AND (claimed_until IS NULL OR claimed_until <= ${now})
-          ORDER BY next_attempt_at, id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`
+        const rows = yield* sql`SELECT d.* FROM webhook_deliveries d
+          WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
+            AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
+            AND (d.attempts > 0 OR EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.deleted_at IS NULL))
+          ORDER BY d.next_attempt_at, d.id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE OF d SKIP LOCKED") : sql.unsafe("")}`
         if (rows.length === 0) return [] as Array<Delivery>
         const ids = rows.map((r: any) => Number(r.id))
         yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", ids)}`
@@ -166,6 +184,6 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
                     ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}) newest)`
       }))
 
-    return { create, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt }
+    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt }
   })
 }) {}

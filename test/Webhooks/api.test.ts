@@ -124,6 +124,35 @@ for (const dialect of await dialects()) {
     })
   })
 
+  describe(`webhooks per key (${dialect})`, () => {
+    let server: TestServer
+    beforeAll(async () => {
+      server = await startTestServer(dialect)
+    })
+    afterAll(async () => {
+      await server?.close()
+    })
+
+    it("a key holds at most 10 live webhooks: the 11th is 400 VALIDATION_ERROR and stores nothing; deleting one frees a place; other keys unaffected", async () => {
+      const api = client(server.url, (await server.createKey({ scopes: ["webhook"] })).key)
+      const ids: Array<string> = []
+      for (let i = 0; i < 10; i++) {
+        const r = await api.post("/v1/webhook/register", { url: `http://127.0.0.1:9/h${i}`, events: ["t1_complete"] })
+        expect(r.status).toBe(201)
+        ids.push(r.body.id)
+      }
+      const over = await api.post("/v1/webhook/register", { url: "http://127.0.0.1:9/h10", events: ["t1_complete"] })
+      expectEnvelope(over, 400, "VALIDATION_ERROR")
+      expect(over.body.message).toMatch(/at most 10 webhooks/)
+      expect((await api.get("/v1/webhooks")).body.webhooks).toHaveLength(10)
+      const other = client(server.url, (await server.createKey({ scopes: ["webhook"] })).key)
+      expect((await other.post("/v1/webhook/register", { url: "http://127.0.0.1:9/o", events: ["t1_complete"] })).status).toBe(201)
+      expect((await api.delete(`/v1/webhook/${ids[0]}`)).status).toBe(200)
+      expect((await api.post("/v1/webhook/register", { url: "http://127.0.0.1:9/h11", events: ["t1_complete"] })).status).toBe(201)
+      expectEnvelope(await api.post("/v1/webhook/register", { url: "http://127.0.0.1:9/h12", events: ["t1_complete"] }), 400, "VALIDATION_ERROR")
+    })
+  })
+
   describe(`webhook SSRF guard, production mode (${dialect})`, () => {
     let server: TestServer
     let api: ReturnType<typeof client>
@@ -160,7 +189,13 @@ for (const dialect of await dialects()) {
       "https://192.168.1.10/x",
       "https://[fd00::1]/x",
       "https://user:pw@93.184.216.34/x",
-      " https://127.0.0.1/x "
+      " https://127.0.0.1/x ",
+      // issue 11 §4
+      "https://[fec0::1]/",
+      "https://[64:ff9b:1::a9fe:a9fe]/",
+      "https://[2002:7f00:1::1]/",
+      "https://[::ffff:0:7f00:1]/",
+      "https://8.8.8.8:6379/"
     ]
     it.each(refused)("refuses %j with 400 VALIDATION_ERROR", async (url) => {
       const r = await api.post("/v1/webhook/register", { url, events: ["t1_complete"] })

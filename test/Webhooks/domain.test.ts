@@ -21,10 +21,19 @@ describe("isPublicAddress", () => {
     "::ffff:127.0.0.1", "::ffff:7f00:1", "[::ffff:7f00:1]", "::ffff:169.254.169.254", "::ffff:a9fe:a9fe", "::FFFF:10.0.0.1",
     "::ffff:0:0",
     // not addresses at all
-    "", "localhost", "example.com", "1.2.3", "256.1.1.1", "127.0.0.1:80", " 8.8.8.8", "::ffff:999.1.1.1"
+    "", "localhost", "example.com", "1.2.3", "256.1.1.1", "127.0.0.1:80", " 8.8.8.8", "::ffff:999.1.1.1",
+    // issue 11 §4: site-local, IPv4 embedded in IPv6 (checked as the IPv4), local-use NAT64
+    "fec0::1", "feff::1", "64:ff9b:1::a9fe:a9fe", "64:ff9b:1::808:808", "2002:7f00:1::1", "2002:a9fe:a9fe::1", "2002:c0a8:101::1",
+    "::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "::ffff:0:808:808x", "64:ff9b::a9fe:a9fe", "64:ff9b::10.0.0.1",
+    // Teredo: server 2001:0:<v4> and client (last 32 bits, inverted) both checked
+    "2001:0:7f00:1:0:0:f7f7:f7f7", "2001:0:808:808:0:0:80ff:fefe", "2001::1",
+    // other special IPv6 ranges outside global unicast
+    "2001:2::1", "2001:10::1", "5f00::1", "4000::1", "3fff::1"
   ]
   const allowed = ["93.184.216.34", "8.8.8.8", "1.1.1.1", "172.32.0.1", "172.15.255.255", "100.128.0.1", "198.20.0.1",
-    "2606:4700:4700::1111", "[2606:4700:4700::1111]", "2a00:1450:4001:81b::200e", "::ffff:8.8.8.8"]
+    "2606:4700:4700::1111", "[2606:4700:4700::1111]", "2a00:1450:4001:81b::200e", "::ffff:8.8.8.8",
+    // IPv4 embedded in IPv6 that carries a global unicast IPv4
+    "::ffff:0:808:808", "64:ff9b::808:808", "2002:808:808::1", "2001:0:808:808:0:0:f7f7:f7f7"]
 
   it.each(refused)("refuses %j", (a) => {
     expect(isPublicAddress(a)).toBe(false)
@@ -65,7 +74,14 @@ describe("checkWebhookUrl", () => {
     "javascript:alert(1)",
     "not a url",
     "",
-    "https://does-not-exist.invalid/x" // does not resolve
+    "https://does-not-exist.invalid/x", // does not resolve
+    // issue 11 §4
+    "https://[fec0::1]/",
+    "https://[64:ff9b:1::a9fe:a9fe]/",
+    "https://[2002:7f00:1::1]/",
+    "https://[::ffff:0:7f00:1]/",
+    "https://8.8.8.8:6379/", // only 443 unless ATTESTD_WEBHOOK_PORTS says otherwise
+    "https://93.184.216.34:8443/hook"
   ]
   it.each(refusedInProduction)("production refuses %j", async (url) => {
     const r = await checkWebhookUrl(url, true)
@@ -73,7 +89,7 @@ describe("checkWebhookUrl", () => {
     if (!r.ok) expect(r.reason.length).toBeGreaterThan(0)
   })
 
-  it.each(["https://93.184.216.34/", "https://93.184.216.34:8443/hook?x=1", "https://[2606:4700:4700::1111]/hook", "https://8.8.8.8/a/b"])(
+  it.each(["https://93.184.216.34/", "https://93.184.216.34:443/hook?x=1", "https://[2606:4700:4700::1111]/hook", "https://8.8.8.8/a/b"])(
     "production accepts the literal public address %j (no DNS, no traffic)",
     async (url) => {
       const r = await checkWebhookUrl(url, true)
@@ -81,6 +97,14 @@ describe("checkWebhookUrl", () => {
       if (r.ok) expect(r.url.toString()).toBe(new URL(url).toString())
     }
   )
+
+  it("ATTESTD_WEBHOOK_PORTS: the listed ports pass, others are refused, the address check still applies", async () => {
+    expect((await checkWebhookUrl("https://8.8.8.8:8443/x", true, [443, 8443])).ok).toBe(true)
+    expect((await checkWebhookUrl("https://8.8.8.8/x", true, [443, 8443])).ok).toBe(true)
+    expect((await checkWebhookUrl("https://8.8.8.8:6379/x", true, [443, 8443])).ok).toBe(false)
+    expect((await checkWebhookUrl("https://8.8.8.8/x", true, [8443])).ok).toBe(false)
+    expect((await checkWebhookUrl("https://127.0.0.1:8443/x", true, [8443])).ok).toBe(false)
+  })
 
   it("demo mode accepts http(s) to loopback and private hosts, still refuses other schemes and credentials", async () => {
     for (const url of ["http://127.0.0.1:8080/hook", "http://localhost/x", "https://10.0.0.1/x", "http://[::1]:9/x"]) {

@@ -288,6 +288,32 @@ for (const dialect of await dialects()) {
         expect(r.requests).toHaveLength(3)
       }))
 
+    it.scoped("deleting a webhook cancels its queued deliveries (never sent, recorded failed); claimDue skips unattempted deliveries of deleted webhooks", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const r = yield* receiver(() => 200)
+        const key = yield* newKey
+        const repo = yield* WebhookRepo
+        const sql = yield* SqlClient.SqlClient
+        const A = yield* register(key.id, `${r.url}/a`)
+        const B = yield* register(key.id, `${r.url}/b`)
+        const a1 = yield* attest(key)
+        yield* insertEvent(a1.seq)
+        yield* fanOut
+        expect(yield* deliveriesOf(A.id)).toHaveLength(1)
+        expect(yield* deliveriesOf(B.id)).toHaveLength(1)
+        // A through the API path; B deleted behind remove()'s back (a fan-out racing a delete)
+        expect(yield* Effect.orDie(repo.remove(key.id, A.id, formatMillis(yield* Clock.currentTimeMillis)))).toBe(true)
+        yield* Effect.orDie(sql`UPDATE webhooks SET deleted_at = ${formatMillis(yield* Clock.currentTimeMillis)} WHERE id = ${B.id}`)
+        expect(yield* sendDue).toBe(0)
+        expect((yield* deliveriesOf(A.id))[0]).toMatchObject({ status: "failed", attempts: 0 })
+        expect(yield* excerptOf((yield* deliveriesOf(A.id))[0]!.id)).toMatch(/cancelled/)
+        yield* advance(60 * MIN)
+        expect(yield* sendDue).toBe(0)
+        yield* realSleep(50)
+        expect(r.requests).toHaveLength(0)
+      }))
+
     it.scoped("fan-out: one delivery per live webhook of each key holding a live claim, filtered by event type", () =>
       Effect.gen(function*() {
         yield* closeOpenDeliveries

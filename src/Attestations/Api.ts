@@ -72,6 +72,7 @@ export class AttestationsApi extends HttpApiGroup.make("attestations")
     HttpApiEndpoint.post("attest", "/attest")
       .setPayload(AttestPayload)
       .addSuccess(AttestationItem, { status: 201 })
+      .addSuccess(AttestationItem)
       .annotate(OpenApi.Summary, "Attest a SHA-256 digest (scope attest)")
       .annotate(
         OpenApi.Description,

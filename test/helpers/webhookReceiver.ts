@@ -146,8 +146,11 @@ export interface BlackHole {
   readonly accepted: () => number
   /** Connections the client has closed so far (an attempt given up). */
   readonly closedByClient: () => number
-  /** Connections open now. */
+  /** Connections open now, and the most ever open at once. */
   readonly open: () => number
+  readonly maxOpen: () => number
+  /** Real time (ms) each connection was accepted at, in order. */
+  readonly acceptedAt: ReadonlyArray<number>
   waitForAccepted(n: number, timeoutMs?: number): Promise<void>
   close(): Promise<void>
 }
@@ -158,9 +161,13 @@ export const startBlackHole = async (): Promise<BlackHole> => {
   let accepted = 0
   let closedByClient = 0
   let closing = false
+  let maxOpen = 0
+  const acceptedAt: Array<number> = []
   const server = createNetServer((s) => {
     accepted++
+    acceptedAt.push(Date.now())
     sockets.add(s)
+    maxOpen = Math.max(maxOpen, sockets.size)
     s.on("data", () => {})
     s.on("error", () => {})
     s.on("close", () => {
@@ -175,6 +182,8 @@ export const startBlackHole = async (): Promise<BlackHole> => {
     accepted: () => accepted,
     closedByClient: () => closedByClient,
     open: () => sockets.size,
+    maxOpen: () => maxOpen,
+    acceptedAt,
     waitForAccepted: async (n, timeoutMs = 15_000) => {
       const deadline = Date.now() + timeoutMs
       while (accepted < n) {

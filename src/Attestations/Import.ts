@@ -311,7 +311,10 @@ export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
       : (source as Iterable<string>)[Symbol.iterator]()
     let lineNo = 0
     while (true) {
-      const next = yield* Effect.promise(async () => iterator.next())
+      const next = yield* Effect.tryPromise({
+        try: async () => iterator.next(),
+        catch: (e) => new Error(`reading line ${lineNo + 1} failed: ${e instanceof Error ? e.message : String(e)}`)
+      })
       if (next.done) break
       lineNo++
       const text = next.value

@@ -8,7 +8,10 @@ import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
+import { CurrentPrincipal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
+import type { Scope } from "../Auth/Domain.js"
+import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
@@ -16,20 +19,11 @@ import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import { requestMetas } from "./AccessLog.js"
+import { bodyLimitOf } from "./BodyLimits.js"
+import { BodyGates } from "./BodyGates.js"
+import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
 
-export const MAX_BODY_BYTES = 1024 * 1024
-
-/**
- * Bulk routes whose spec limits do not fit in 1 MiB (spec 8): a scan of 50,000
- * hashes and a match of 50,000 values (~3.4 MB of JSON), a derived list of
- * 100,000 hashes (~6.7 MB).
- */
-export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024
-const BULK_ROUTES = /^\/(scan|derived-lists|derived-lists\/[^/]+\/match)\/?$/
-
-/** The body limit of a request, by method and path (without the /v1 prefix). */
-export const bodyLimitOf = (method: string, path: string): number =>
-  method === "POST" && BULK_ROUTES.test(path) ? MAX_BULK_BODY_BYTES : MAX_BODY_BYTES
+export { MAX_BODY_BYTES } from "./BodyLimits.js"
 
 interface KnownRoute {
   readonly method: string
@@ -59,23 +53,45 @@ const notFoundOrMethod = (routes: ReadonlyArray<KnownRoute>, method: string, url
   const allowed = routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
   return allowed.length > 0 && !allowed.includes(method)
     ? new Errors.MethodNotAllowed({
-      message: `${method} is not allowed on ${path.slice(0, 200)}`,
+      message: `${method} is not allowed on ${Errors.excerpt(path, 80)}`,
       details: { allowed: [...new Set(allowed)] }
     })
-    : new Errors.NotFound({ message: `no route for ${method} ${path.slice(0, 200)}` })
+    : new Errors.NotFound({ message: `no route for ${method} ${Errors.excerpt(path, 80)}` })
+}
+
+const MAX_ISSUES = 20
+const MAX_RULE_CHARS = 160
+
+/**
+ * One schema issue as the caller sees it: the path (each segment cut to a few
+ * dozen characters: keys are input too) and the rule. Effect's formatters end
+ * a type error with ", actual <the whole value>", which is dropped here: an
+ * error never echoes the value it refuses.
+ */
+const safeIssue = (issue: { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }) => {
+  const actual = issue.message.indexOf(", actual ")
+  const rule = actual >= 0 ? issue.message.slice(0, actual) : issue.message
+  return {
+    path: issue.path.map((p) => (typeof p === "number" ? p : Errors.excerpt(String(p)))),
+    message: Errors.excerpt(rule, MAX_RULE_CHARS)
+  }
 }
 
 const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
   const seen = new Set<string>()
-  return issues
-    .map((i) => ({ path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: i.message }))
-    .filter((d) => {
-      const k = JSON.stringify(d)
-      return seen.has(k) ? false : (seen.add(k), true)
-    })
+  const details: Array<ReturnType<typeof safeIssue>> = []
+  for (const issue of issues) {
+    const d = safeIssue(issue)
+    const k = JSON.stringify(d)
+    if (seen.has(k)) continue
+    seen.add(k)
+    details.push(d)
+    if (details.length === MAX_ISSUES) break
+  }
+  return details
 }
 
-/** The VALIDATION_ERROR for schema issues: the first one in the message, all in details. */
+/** The VALIDATION_ERROR for schema issues: the first one in the message, at most 20 in details, no input echoed. */
 export const validationErrorFromIssues = (
   issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
 ): Errors.ValidationError => {
@@ -195,9 +211,35 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
   }) as typeof incoming.destroy
 }
 
-/** The server-level middleware given to HttpApiBuilder.serve. */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter> =>
+/** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
+const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
+
+/** The scope check of a keyed route, from the scopes its contract documents. */
+const requireRouteScopes = (scopes: ReadonlyArray<Scope>) => scopes.length === 1 ? requireScope(scopes[0]!) : requireAnyScope(scopes)
+
+/**
+ * What a request with a body must pass before the body is read: on a keyed
+ * route the key (401, env/allowlist 403, 429) and then the route's scope (403),
+ * so a stranger or a key without the scope never gets a body parsed; then the
+ * route's own gate (a public match: the list exists).
+ */
+const beforeBody = (match: RouteMatch | undefined, authorization: string | undefined, meta: RequestMetaShape) =>
   Effect.gen(function*() {
+    if (match === undefined) return
+    if (match.route.keyed) {
+      const auth = yield* Authenticator
+      const principal = yield* auth.authenticate(bearerToken(authorization))
+      meta.principal = principal
+      if (match.route.scopes) yield* Effect.provideService(requireRouteScopes(match.route.scopes), CurrentPrincipal, principal)
+    }
+    const gate = (yield* BodyGates).get(match.route.id)
+    if (gate) yield* gate(match.params)
+  }).pipe(Effect.provideService(RequestMeta, meta))
+
+/** The server-level middleware given to HttpApiBuilder.serve. */
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> => {
+  const routes = apiRoutes()
+  return Effect.gen(function*() {
     const config = yield* AppConfig
     const request = yield* HttpServerRequest.HttpServerRequest
     const requestId = requestIdOf(request.headers["x-request-id"])
@@ -222,11 +264,8 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
       return HttpServerResponse.setHeaders(response, headers)
     }
 
-    const limit = bodyLimitOf(request.method, meta.path)
-    const length = Number(request.headers["content-length"] ?? "0")
-    if (length > limit) {
-      return finish(errorResponse(new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })))
-    }
+    const hasBody = request.method !== "GET" && request.method !== "HEAD"
+    const match = matchRoute(routes, request.method, meta.path)
     if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(request.headers.authorization ?? "")) {
       const limiter = yield* RateLimiter
       const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
@@ -241,16 +280,28 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
       }
     }
     if (urlHasNul(request.url)) return finish(errorResponse(NUL_IN_URL()))
+    if (hasBody) {
+      const refused = yield* beforeBody(match, request.headers.authorization, meta).pipe(
+        Effect.as(Option.none<HttpServerResponse.HttpServerResponse>()),
+        Effect.catchAllCause((cause) => Effect.map(Effect.provideService(failureResponse(cause, []), RequestMeta, meta), Option.some))
+      )
+      if (Option.isSome(refused)) return finish(refused.value)
+    }
+    const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
+    const length = Number(request.headers["content-length"] ?? "0")
+    if (length > limit) {
+      return finish(errorResponse(new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })))
+    }
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
     const normalized = normalizeRequest(request, url)
-    if (request.method !== "GET" && request.method !== "HEAD") {
+    if (hasBody) {
       // Read (and cache on this request) the body once, so every route refuses
       // U+0000 and deep nesting the same way before its schema sees the value.
       const text = yield* normalized.text.pipe(
         HttpServerRequest.withMaxBodySize(Option.some(limit)),
         Effect.mapError((e) =>
           isBodyTooLarge(e)
-            ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
+            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
             : INVALID_JSON()
         ),
         Effect.either
@@ -272,3 +323,4 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
       )
     )
   }) as any
+}

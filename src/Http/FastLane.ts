@@ -15,11 +15,12 @@ import { attestOne, verifyOne } from "../Attestations/Http.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { CurrentPrincipal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
-import { Authenticator } from "../Auth/Http.js"
+import { Authenticator, requireScope } from "../Auth/Http.js"
 import { Quota } from "../Auth/Quota.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { bodyScanError, INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
+import { bodyLimitOf } from "./BodyLimits.js"
+import { bodyScanError, INVALID_JSON, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
 import { errorParts, rateLimitHeaders } from "./Envelope.js"
 import type { Drainer } from "./Drain.js"
 import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
@@ -115,7 +116,8 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
       if (path === "/verify" && authorization !== undefined) return false
       if (config.publicRateLimit._tag === "Some") return false
       const length = req.headers["content-length"]
-      if (length === undefined || !(Number(length) <= MAX_BODY_BYTES)) return false
+      const limit = bodyLimitOf(path === "/verify" ? "verification.verify" : "attestations.attest", config.scanMaxHashes)
+      if (length === undefined || !(Number(length) <= limit)) return false
 
       const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined)
       const meta: RequestMetaShape = {
@@ -134,6 +136,8 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
             Effect.map(verifyOne(repo, payload.hash_hex, undefined), (body) => ({ status: 200, body })))
           : Effect.gen(function*() {
             const principal = yield* auth.authenticate((authorization ?? "").slice(7).trim())
+            // 401, then 403 for a key without the scope, and only then 400 for the body (as the full stack)
+            yield* Effect.provideService(requireScope("attest"), CurrentPrincipal, principal)
             const payload = yield* Effect.flatMap(parseJson(text), (json) => decode(AttestPayload, json))
             return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
           })

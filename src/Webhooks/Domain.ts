@@ -4,9 +4,8 @@ import { lookup } from "node:dns/promises"
 import ipaddr from "ipaddr.js"
 import { isIP } from "node:net"
 
-export const WEBHOOK_EVENTS = ["t1_complete", "t2_complete"] as const
-export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]
-export const WEBHOOK_LABEL_MAX = 200
+export * from "./Limits.js"
+import type { WebhookEvent } from "./Limits.js"
 /** Live webhooks one key may hold. */
 export const WEBHOOKS_PER_KEY = 10
 export const DELIVERY_HISTORY = 100

@@ -48,7 +48,7 @@ describe("client bundle", () => {
       logLevel: "silent"
     })
     const inputs = Object.keys(out.metafile.inputs)
-    const server = inputs.filter((f) => /better-sqlite3|node_modules\/pg\/|@effect\/sql|@effect\/platform-node|src\/(Platform|Attestations\/Http|main)/.test(f))
+    const server = inputs.filter((f) => /better-sqlite3|node_modules\/pg\/|@effect\/sql|@effect\/platform-node|src\/(Platform\/(Sql|Config|Signer)|[A-Za-z]+\/(Http|Repo)\.ts|main)/.test(f))
     expect(server).toEqual([])
     const code = out.outputFiles[0]!.contents
     expect(new TextDecoder().decode(code)).not.toMatch(/from"node:|require\("node:/)

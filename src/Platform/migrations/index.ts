@@ -7,6 +7,7 @@ import webhooks from "./0005_webhooks.js"
 import organizations from "./0006_organizations.js"
 import indexes from "./0007_indexes.js"
 import simulatedChain from "./0008_simulated_chain.js"
+import legacyIds from "./0009_legacy_ids.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -16,5 +17,6 @@ export const migrations = {
   "0005_webhooks": webhooks,
   "0006_organizations": organizations,
   "0007_indexes": indexes,
-  "0008_simulated_chain": simulatedChain
+  "0008_simulated_chain": simulatedChain,
+  "0009_legacy_ids": legacyIds
 }

@@ -126,6 +126,6 @@ for (const dialect of await dialects()) {
         await cal.close()
         await db.drop()
       }
-    }, 90_000)
+    }, 180_000)
   })
 }

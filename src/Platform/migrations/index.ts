@@ -8,6 +8,7 @@ import organizations from "./0006_organizations.js"
 import indexes from "./0007_indexes.js"
 import simulatedChain from "./0008_simulated_chain.js"
 import legacyIds from "./0009_legacy_ids.js"
+import webhookCircuit from "./0010_webhook_circuit.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -18,5 +19,6 @@ export const migrations = {
   "0006_organizations": organizations,
   "0007_indexes": indexes,
   "0008_simulated_chain": simulatedChain,
-  "0009_legacy_ids": legacyIds
+  "0009_legacy_ids": legacyIds,
+  "0010_webhook_circuit": webhookCircuit
 }

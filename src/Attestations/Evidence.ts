@@ -8,7 +8,7 @@ import { SealingRepo } from "../Sealing/Repo.js"
 import { AnchorProofs } from "../Anchoring/Proofs.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SigningKeys } from "../Info/Http.js"
-import type { Attestation } from "./Domain.js"
+import { type Attestation, legacyOf } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
   signature: a.signature,
@@ -66,7 +66,8 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
           level: a.level,
           t0: { ...t0Evidence(a), ...(publicKey ? { publicKey } : {}) },
           ...(t1 ? { t1 } : {}),
-          ...(t2 ? { t2 } : {})
+          ...(t2 ? { t2 } : {}),
+          ...legacyOf(a)
         }
       })
 

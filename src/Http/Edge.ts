@@ -5,13 +5,13 @@
  */
 import { Headers, HttpApi, HttpApiBuilder, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Option } from "effect"
+import { Cause, Effect, Either, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import * as Errors from "../Domain/Errors.js"
-import { AppConfig } from "../Platform/Config.js"
+import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
@@ -113,36 +113,44 @@ export const bodyScanError = (text: string): Errors.ValidationError | undefined 
 
 const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
 
-/** Maps a failed request to an envelope response; unexpected failures are logged with the request id. */
-export const failureResponse = (
+/**
+ * The API error for a failed request: typed errors as they are, decode errors
+ * as VALIDATION_ERROR, unknown routes as 404/405, an unreadable body as 400/413;
+ * anything else is logged with the request id and becomes INTERNAL_ERROR.
+ */
+export const failureError = (
   cause: Cause.Cause<unknown>,
   routes: ReadonlyArray<KnownRoute>
-): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+): Effect.Effect<Errors.ApiError> =>
   Effect.gen(function*() {
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
       const e = failure.value as any
-      if (Errors.isApiError(e)) return errorResponse(e)
-      if (e?._tag === "HttpApiDecodeError") return errorResponse(validationErrorFromIssues(e.issues ?? []))
+      if (Errors.isApiError(e)) return e
+      if (e?._tag === "HttpApiDecodeError") return validationErrorFromIssues(e.issues ?? [])
       if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
-        return errorResponse(notFoundOrMethod(routes, e.request.method, e.request.url))
+        return notFoundOrMethod(routes, e.request.method, e.request.url)
       }
     }
     const defect = Cause.dieOption(cause)
     if (Option.isSome(defect)) {
       const d = defect.value as any
       if (HttpServerError.isServerError(d) && d._tag === "RequestError") {
-        return errorResponse(
-          isBodyTooLarge(d)
-            ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
-            : INVALID_JSON()
-        )
+        return isBodyTooLarge(d)
+          ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
+          : INVALID_JSON()
       }
     }
     const meta = yield* currentRequestMeta
     yield* Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
-    return errorResponse(new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" }))
+    return new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" })
   })
+
+/** Maps a failed request to an envelope response; unexpected failures are logged with the request id. */
+export const failureResponse = (
+  cause: Cause.Cause<unknown>,
+  routes: ReadonlyArray<KnownRoute>
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => Effect.map(failureError(cause, routes), errorResponse)
 
 /** HttpApi-level middleware: sees handler failures before HttpApi's own encoder would. */
 export const ApiErrorsLive = HttpApiBuilder.middleware(
@@ -162,6 +170,85 @@ export const requestIdOf = (given: string | undefined): string =>
 export const stripV1 = (url: string): string => {
   if (url === "/v1" || url.startsWith("/v1?")) return "/" + url.slice(3)
   return url.startsWith("/v1/") ? url.slice(3) : url
+}
+
+/** The path of a request target without its query and without the /v1 prefix. */
+export const routePathOf = (url: string): string => {
+  const stripped = stripV1(url)
+  const q = stripped.indexOf("?")
+  return q < 0 ? stripped : stripped.slice(0, q)
+}
+
+/** The request headers the edge reads (node and platform requests both have them lower-cased). */
+export type EdgeHeaders = { readonly [name: string]: string | ReadonlyArray<string> | undefined }
+
+/** A header's value (the first, if repeated). */
+export const headerOf = (headers: EdgeHeaders, name: string): string | undefined => {
+  const v = headers[name]
+  return typeof v === "string" || v === undefined ? v : v[0]
+}
+
+/** The meta of a request as it arrives: its id, the client address and the route path. */
+export const requestMetaOf = (
+  config: AppConfigShape,
+  url: string,
+  remoteAddress: string | undefined,
+  headers: EdgeHeaders
+): RequestMetaShape => ({
+  requestId: requestIdOf(headerOf(headers, "x-request-id")),
+  clientIp: clientAddressOf(remoteAddress, headerOf(headers, "x-forwarded-for"), config.trustProxy),
+  path: routePathOf(url),
+  rateLimit: undefined
+})
+
+/**
+ * What the edge refuses before it reads a body, in this order: a declared body
+ * over the route's limit (413), the public per-address rate limit for callers
+ * without an API key (429; the verdict is kept on `meta` for the headers), and
+ * U+0000 in the request target (400). Succeeds with the refusal, if any.
+ */
+export const admitRequest = (
+  config: AppConfigShape,
+  method: string,
+  url: string,
+  headers: EdgeHeaders,
+  meta: RequestMetaShape
+): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter> =>
+  Effect.gen(function*() {
+    const limit = bodyLimitOf(method, meta.path)
+    const length = Number(headerOf(headers, "content-length") ?? "0")
+    if (length > limit) {
+      return new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+    }
+    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(headerOf(headers, "authorization") ?? "")) {
+      const limiter = yield* RateLimiter
+      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
+      meta.rateLimit = verdict
+      if (!verdict.allowed) {
+        return new Errors.RateLimited({
+          message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
+          rateLimit: verdict
+        })
+      }
+    }
+    if (urlHasNul(url)) return NUL_IN_URL()
+    return undefined
+  })
+
+/** The headers the edge adds to every response: X-Request-Id and, once a limit counted the request, X-RateLimit-*. */
+export const edgeHeaders = (meta: RequestMetaShape, responseHasRateLimit: boolean): Record<string, string> => {
+  const headers: Record<string, string> = { "x-request-id": meta.requestId }
+  if (meta.rateLimit && !responseHasRateLimit) Object.assign(headers, rateLimitHeaders(meta.rateLimit))
+  return headers
+}
+
+/** A JSON body as the platform parses it (the empty body is null), or VALIDATION_ERROR. */
+export const parseJsonBody = (text: string): Either.Either<unknown, Errors.ValidationError> => {
+  try {
+    return Either.right(text === "" ? null : JSON.parse(text) as unknown)
+  } catch {
+    return Either.left(INVALID_JSON())
+  }
 }
 
 /**
@@ -200,47 +287,16 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
   Effect.gen(function*() {
     const config = yield* AppConfig
     const request = yield* HttpServerRequest.HttpServerRequest
-    const requestId = requestIdOf(request.headers["x-request-id"])
     const url = stripV1(request.url)
-    const meta: RequestMetaShape = {
-      requestId,
-      clientIp: clientAddressOf(
-        Option.getOrUndefined(request.remoteAddress),
-        request.headers["x-forwarded-for"],
-        config.trustProxy
-      ),
-      path: url.split("?")[0] ?? url,
-      rateLimit: undefined
-    }
+    const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
 
-    const finish = (response: HttpServerResponse.HttpServerResponse) => {
-      const headers: Record<string, string> = { "x-request-id": requestId }
-      if (meta.rateLimit && response.headers["x-ratelimit-limit"] === undefined) {
-        Object.assign(headers, rateLimitHeaders(meta.rateLimit))
-      }
-      return HttpServerResponse.setHeaders(response, headers)
-    }
+    const finish = (response: HttpServerResponse.HttpServerResponse) =>
+      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
+    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta)
+    if (refused) return finish(errorResponse(refused))
     const limit = bodyLimitOf(request.method, meta.path)
-    const length = Number(request.headers["content-length"] ?? "0")
-    if (length > limit) {
-      return finish(errorResponse(new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })))
-    }
-    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(request.headers.authorization ?? "")) {
-      const limiter = yield* RateLimiter
-      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
-      meta.rateLimit = verdict
-      if (!verdict.allowed) {
-        return finish(errorResponse(
-          new Errors.RateLimited({
-            message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
-            rateLimit: verdict
-          })
-        ))
-      }
-    }
-    if (urlHasNul(request.url)) return finish(errorResponse(NUL_IN_URL()))
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
     const normalized = normalizeRequest(request, url)
     if (request.method !== "GET" && request.method !== "HEAD") {

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { attestWith } from "../helpers/claims.js"
 import { dialects } from "../helpers/databases.js"
-import { client, expectEnvelope, randomHash, startTestServer, type TestServer, WIRE_TIME } from "../helpers/server.js"
+import { client, expectEnvelope, randomHash, setLegacyId, startTestServer, type TestServer, WIRE_TIME } from "../helpers/server.js"
 
 const SHR = /^shr_[A-Za-z0-9_-]{32}$/
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -172,9 +172,9 @@ for (const dialect of await dialects()) {
     })
 
     it("an attestation listed twice (id and legacy numeric handle) is listed once", async () => {
-      // att is the first attestation of this server: legacy handle 1
-      expect((await client(server.url).get("/v1/attestation/1")).body.id).toBe(att.id)
-      const r = await create({ attestation_ids: [att.id, "1", ` ${att.id}`], expires_in: 60 })
+      await setLegacyId(server, att.id, 31337)
+      expect((await client(server.url).get("/v1/attestation/31337")).body.id).toBe(att.id)
+      const r = await create({ attestation_ids: [att.id, "31337", ` ${att.id}`], expires_in: 60 })
       expect(r.status).toBe(201)
       expect(r.body.attestation_ids).toEqual([att.id])
       expect((await owner.get(`/v1/share-tokens/${r.body.id}`)).body.attestation_ids).toEqual([att.id])

@@ -35,6 +35,7 @@ import { WebhookRepo } from "./Webhooks/Repo.js"
 import { WebhookDispatcher } from "./Webhooks/Dispatcher.js"
 import { CensusLive, DerivedListsPublicLive } from "./Census/Http.js"
 import { CensusRepo } from "./Census/Repo.js"
+import { DerivedListGatesLive } from "./Census/ListGate.js"
 import { BrandLive } from "./Brand/Http.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
@@ -153,6 +154,7 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
   const drainer = makeDrainer()
   const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
+    Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
     // With tracing on, every request takes the HttpApi path, which opens its span.
     Layer.provideMerge(NodeServerLive({ port: config.port, host: config.host, fastLane: config.fastLane && !tracing, drainer }))

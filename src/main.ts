@@ -13,7 +13,8 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
 import { DrainLive, makeDrainer } from "./Http/Drain.js"
-import { NodeServerLive } from "./Http/Server.js"
+import { makeFastRoutes } from "./Http/FastLane.js"
+import { NodeServerLive, noFastRoutes } from "./Http/Server.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
@@ -157,7 +158,12 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
     // With tracing on, every request takes the HttpApi path, which opens its span.
-    Layer.provideMerge(NodeServerLive({ port: config.port, host: config.host, fastLane: config.fastLane && !tracing, drainer }))
+    Layer.provideMerge(NodeServerLive({
+      port: config.port,
+      host: config.host,
+      fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
+      drainer
+    }))
   )))
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))

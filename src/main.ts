@@ -15,6 +15,7 @@ import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
 import { AccessLogLive } from "./Http/AccessLog.js"
 import { DrainLive, makeDrainer } from "./Http/Drain.js"
+import { applyServerLimits } from "./Http/Connections.js"
 import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
@@ -158,7 +159,11 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
     Layer.merge(FastLaneLive(fastLane)),
     Layer.merge(AccessLogLive(fastLane)),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(serverWithFastLane(fastLane, drainer), { port: config.port, host: config.host }))
+    Layer.provideMerge(NodeHttpServer.layer(() => {
+      const server = serverWithFastLane(fastLane, drainer)()
+      applyServerLimits(server, config.server, config.trustProxy)
+      return server
+    }, { port: config.port, host: config.host }))
   )))
   const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
@@ -53,6 +54,33 @@ const knownRoutes = (): ReadonlyArray<KnownRoute> => {
   })
   return routes
 }
+
+/** Routes behind the Authentication middleware (keyed routes), by method. */
+let keyedRoutes: ReadonlyArray<KnownRoute> | undefined
+
+/** Whether `method path` (without /v1 and query) is a route that needs a key or share token. */
+export const isKeyedRoute = (method: string, path: string): boolean => {
+  if (keyedRoutes === undefined) {
+    const routes: Array<KnownRoute> = []
+    HttpApi.reflect(Api, {
+      onGroup: () => {},
+      onEndpoint: ({ endpoint, middleware }) => {
+        if (middleware.size > 0) routes.push({ method: endpoint.method, pattern: toPattern(endpoint.path) })
+      }
+    })
+    keyedRoutes = routes
+  }
+  for (const r of keyedRoutes) if (r.method === method && r.pattern.test(path)) return true
+  return false
+}
+
+/**
+ * Whether the edge counts this request against the public limit of its address: every
+ * request but those to a keyed route that carry a bearer credential (those are counted
+ * against their key, or against the address when the credential fails: Authenticator).
+ */
+export const chargedAtEdge = (method: string, path: string, authorization: string | undefined): boolean =>
+  authorization === undefined || !authorization.startsWith("Bearer ") || !isKeyedRoute(method, path)
 
 const notFoundOrMethod = (routes: ReadonlyArray<KnownRoute>, method: string, url: string): Errors.ApiError => {
   const path = url.split("?")[0] ?? url
@@ -227,18 +255,9 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     if (length > limit) {
       return finish(errorResponse(new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })))
     }
-    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(request.headers.authorization ?? "")) {
-      const limiter = yield* RateLimiter
-      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
-      meta.rateLimit = verdict
-      if (!verdict.allowed) {
-        return finish(errorResponse(
-          new Errors.RateLimited({
-            message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
-            rateLimit: verdict
-          })
-        ))
-      }
+    if (Option.isSome(config.publicRateLimit) && chargedAtEdge(request.method, meta.path, request.headers.authorization)) {
+      const charged = yield* Effect.either(chargePublic(config, yield* RateLimiter, meta))
+      if (charged._tag === "Left") return finish(errorResponse(charged.left))
     }
     if (urlHasNul(request.url)) return finish(errorResponse(NUL_IN_URL()))
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)

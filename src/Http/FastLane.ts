@@ -4,8 +4,8 @@
  * verifyOne), same authentication and envelope as the HttpApi routes — only
  * the router, the middleware chain and response encoding are skipped, which
  * cost about 100 µs of CPU per request here (README, benchmarks). Anything
- * unusual (another route, chunked or oversized bodies, a public rate limit,
- * verify with a key) takes the full stack.
+ * unusual (another route, chunked or oversized bodies, verify with a key)
+ * takes the full stack. The public limit is charged here as at the edge.
  */
 import { Cause, Effect, Exit, Layer, ParseResult, Runtime, Schema } from "effect"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -17,6 +17,8 @@ import { CurrentPrincipal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
 import { Authenticator } from "../Auth/Http.js"
 import { Quota } from "../Auth/Quota.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
+import { RateLimiter } from "../Auth/RateLimiter.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { bodyScanError, INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
@@ -75,6 +77,7 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
     const attestor = yield* Attestor
     const quota = yield* Quota
     const repo = yield* AttestationRepo
+    const limiter = yield* RateLimiter
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runCallback(runtime)
 
@@ -113,7 +116,6 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
       if (path !== "/attest" && path !== "/verify") return false
       const authorization = req.headers.authorization
       if (path === "/verify" && authorization !== undefined) return false
-      if (config.publicRateLimit._tag === "Some") return false
       const length = req.headers["content-length"]
       if (length === undefined || !(Number(length) <= MAX_BODY_BYTES)) return false
 
@@ -129,7 +131,7 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {
         const text = Buffer.concat(chunks).toString("utf8")
-        const program: Effect.Effect<{ status: number; body: unknown }, unknown> = path === "/verify"
+        const handled: Effect.Effect<{ status: number; body: unknown }, unknown> = path === "/verify"
           ? Effect.flatMap(Effect.flatMap(parseJson(text), (json) => decode(VerifyPayload, json)), (payload) =>
             Effect.map(verifyOne(repo, payload.hash_hex, undefined), (body) => ({ status: 200, body })))
           : Effect.gen(function*() {
@@ -137,6 +139,10 @@ export const FastLaneLive = (holder: FastLaneHolder) =>
             const payload = yield* Effect.flatMap(parseJson(text), (json) => decode(AttestPayload, json))
             return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
           })
+        // As at the edge (chargedAtEdge): public verify, and attest without a bearer credential.
+        const program = path === "/verify" || !(authorization ?? "").startsWith("Bearer ")
+          ? Effect.zipRight(chargePublic(config, limiter, meta), handled)
+          : handled
         run(Effect.provideService(program, RequestMeta, meta), { onExit: (exit) => respond(res, requestId, meta, exit) })
       })
       req.on("error", () => res.destroy())

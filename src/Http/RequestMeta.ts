@@ -12,6 +12,8 @@ export interface RequestMetaShape {
   rateLimit: RateLimitInfo | undefined
   /** The id (never the secret) of the API key that authenticated, for the access log. */
   keyId?: string | undefined
+  /** Set once the request was counted against the public limit of its address (it is counted once). */
+  publicCharged?: boolean | undefined
 }
 
 export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}

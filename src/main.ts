@@ -1,6 +1,5 @@
 /** Wiring: which Layers make up the service for a configuration. Nothing else lives here. */
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import { Context, Effect, Layer, ManagedRuntime } from "effect"
 import { meteredCalendar, meteredTsa, MetricsServerLive, MetricsListener } from "./Platform/Metrics.js"
 import { Api } from "./Api.js"
@@ -13,10 +12,8 @@ import { Authenticator, AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
-import { AccessLogLive } from "./Http/AccessLog.js"
 import { DrainLive, makeDrainer } from "./Http/Drain.js"
-import { applyServerLimits } from "./Http/Connections.js"
-import { FastLaneLive, makeFastLaneHolder, serverWithFastLane } from "./Http/FastLane.js"
+import { NodeServerLive } from "./Http/Server.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
@@ -38,6 +35,7 @@ import { WebhookRepo } from "./Webhooks/Repo.js"
 import { WebhookDispatcher } from "./Webhooks/Dispatcher.js"
 import { CensusLive, DerivedListsPublicLive } from "./Census/Http.js"
 import { CensusRepo } from "./Census/Repo.js"
+import { DerivedListGatesLive } from "./Census/ListGate.js"
 import { BrandLive } from "./Brand/Http.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
@@ -152,20 +150,22 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
-  const fastLane = makeFastLaneHolder()
+  const tracing = process.env.ATTESTD_TRACING === "1"
   const drainer = makeDrainer()
   const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
-    Layer.merge(FastLaneLive(fastLane)),
-    Layer.merge(AccessLogLive(fastLane)),
+    Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(() => {
-      const server = serverWithFastLane(fastLane, drainer)()
-      applyServerLimits(server, config.server, config.trustProxy)
-      return server
-    }, { port: config.port, host: config.host }))
+    // With tracing on, every request takes the HttpApi path, which opens its span.
+    Layer.provideMerge(NodeServerLive({
+      port: config.port,
+      host: config.host,
+      fastLane: config.fastLane && !tracing,
+      drainer,
+      limits: { server: config.server, trustProxy: config.trustProxy }
+    }))
   )))
-  const served = process.env.ATTESTD_TRACING === "1" ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
+  const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))
 }
 

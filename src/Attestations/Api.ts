@@ -21,8 +21,16 @@ export const Source = Schema.String.pipe(
   })
 ).annotations({ description: "Operational label, at most 100 characters; private to the calling key" })
 
-export const ExtraData = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+/**
+ * Any JSON object, passed through as parsed: decoding a Record would rebuild it
+ * by assignment, and assigning a `__proto__` key sets the prototype instead of
+ * keeping the key — extra_data is data, every key of it is kept (issue 11 §7).
+ */
+export const ExtraData = Schema.declare(
+  (u: unknown): u is { readonly [key: string]: unknown } => typeof u === "object" && u !== null && !Array.isArray(u)
+).annotations({
   identifier: "ExtraData",
+  jsonSchema: { type: "object", properties: {}, required: [], additionalProperties: { $id: "/schemas/unknown", title: "unknown" } },
   description:
     "Free JSON object (at most 16 KiB serialized). With client_encrypted it is an opaque blob: any JSON object, stored and returned exactly as sent; the recommended layout (the one attestd's helpers write) is `{alg: \"A256GCM\", iv, ciphertext}` in Base64URL."
 })
@@ -72,6 +80,7 @@ export class AttestationsApi extends HttpApiGroup.make("attestations")
     HttpApiEndpoint.post("attest", "/attest")
       .setPayload(AttestPayload)
       .addSuccess(AttestationItem, { status: 201 })
+      .addSuccess(AttestationItem)
       .annotate(OpenApi.Summary, "Attest a SHA-256 digest (scope attest)")
       .annotate(
         OpenApi.Description,
@@ -156,8 +165,15 @@ export class VerificationApi extends HttpApiGroup.make("verification")
 {}
 
 export const AttestationPath = Schema.Struct({
-  id: Schema.String.annotations({ description: "att_… handle or legacy numeric handle; surrounding whitespace is trimmed" })
+  id: Schema.String.annotations({
+    description: "att_… handle, or the legacy numeric handle of an imported historical attestation; surrounding whitespace is trimmed"
+  })
 })
+
+/** Only imported historical attestations carry one (CONTRACT §2); API-created ones never do. */
+const LegacyId = Schema.optional(Schema.Int.annotations({
+  description: "Numeric handle of an imported historical attestation (attestd import); absent on every other attestation"
+}))
 
 export const PublicAttestation = Schema.Struct({
   id: Schema.String,
@@ -165,7 +181,8 @@ export const PublicAttestation = Schema.Struct({
   timestamp: Timestamp,
   signature: Schema.String,
   format_version: Schema.String,
-  signing_key_id: Schema.String
+  signing_key_id: Schema.String,
+  legacy_id: LegacyId
 }).annotations({ identifier: "PublicAttestation" })
 
 export const StatusResponse = Schema.Struct({
@@ -178,7 +195,8 @@ export const StatusResponse = Schema.Struct({
   t2_bitcoin_block: Schema.NullOr(Schema.Int),
   signature_available: Schema.Boolean,
   merkle_proof_available: Schema.Boolean,
-  ots_available: Schema.Boolean
+  ots_available: Schema.Boolean,
+  legacy_id: LegacyId
 }).annotations({ identifier: "StatusResponse" })
 
 export const SignatureResponse = Schema.Struct({
@@ -188,7 +206,8 @@ export const SignatureResponse = Schema.Struct({
   signing_key_id: Schema.String,
   format_version: Schema.String,
   registered_at: Timestamp,
-  signed_payload: Schema.String.annotations({ description: "format_version|hash_hex|registered_at" })
+  signed_payload: Schema.String.annotations({ description: "format_version|hash_hex|registered_at" }),
+  legacy_id: LegacyId
 }).annotations({ identifier: "SignatureResponse" })
 
 export const MerkleStep = Schema.Struct({
@@ -237,7 +256,8 @@ export const Evidence = Schema.Struct({
   level: Level,
   t0: EvidenceT0,
   t1: Schema.optional(EvidenceT1),
-  t2: Schema.optional(EvidenceT2)
+  t2: Schema.optional(EvidenceT2),
+  legacy_id: LegacyId
 }).annotations({ identifier: "EvidenceBundle" })
 
 export class LookupApi extends HttpApiGroup.make("lookup")

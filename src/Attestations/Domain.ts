@@ -18,7 +18,12 @@ export interface Attestation {
   readonly t1At: string | null
   readonly t2At: string | null
   readonly t2Block: number | null
+  /** The numeric handle of an imported historical attestation; null for every other one. */
+  readonly legacyId: number | null
 }
+
+/** `legacy_id` on the imported historical attestations that have one, absent otherwise. */
+export const legacyOf = (a: Attestation): { legacy_id?: number } => (a.legacyId === null ? {} : { legacy_id: a.legacyId })
 
 export interface Claim {
   readonly id: number

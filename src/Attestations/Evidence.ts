@@ -8,7 +8,7 @@ import { SealingRepo } from "../Sealing/Repo.js"
 import { AnchorProofs } from "../Anchoring/Proofs.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SigningKeys } from "../Info/Http.js"
-import type { Attestation } from "./Domain.js"
+import { type Attestation, legacyOf } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
   signature: a.signature,
@@ -59,14 +59,15 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
           }
           : undefined
         // The key itself rides along so the bundle verifies offline; compare its kid with GET /v1/keys.
-        const publicKey = (yield* keys.active).find((k) => k.kid === a.signingKeyId)
+        const publicKey = yield* keys.byKid(a.signingKeyId)
         return {
           id: a.id,
           hash_hex: a.hashHex as never,
           level: a.level,
           t0: { ...t0Evidence(a), ...(publicKey ? { publicKey } : {}) },
           ...(t1 ? { t1 } : {}),
-          ...(t2 ? { t2 } : {})
+          ...(t2 ? { t2 } : {}),
+          ...legacyOf(a)
         }
       })
 

@@ -14,7 +14,7 @@ import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
-import { type Attestation, EXTRA_DATA_MAX_BYTES } from "./Domain.js"
+import { type Attestation, EXTRA_DATA_MAX_BYTES, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
 import type { AttestPayload } from "./Api.js"
 import { Evidence } from "./Evidence.js"
@@ -72,7 +72,8 @@ const statusOf = (a: Attestation) => ({
   t2_bitcoin_block: a.t2Block,
   signature_available: true,
   merkle_proof_available: a.level !== "T0",
-  ots_available: false
+  ots_available: false,
+  ...legacyOf(a)
 })
 
 /** POST /attest: the caller's key must hold `attest`; 201 created or 200 existing. */
@@ -241,7 +242,8 @@ export const LookupLive = HttpApiBuilder.group(Api, "lookup", (handlers) =>
           timestamp: a.registeredAt,
           signature: a.signature,
           format_version: a.formatVersion,
-          signing_key_id: a.signingKeyId
+          signing_key_id: a.signingKeyId,
+          ...legacyOf(a)
         })))
       .handle("status", ({ path }) =>
         Effect.flatMap(findAttestation(path.id), (a) => Effect.map(evidence.otsAvailable(a), (ots) => ({
@@ -257,7 +259,8 @@ export const LookupLive = HttpApiBuilder.group(Api, "lookup", (handlers) =>
           signing_key_id: a.signingKeyId,
           format_version: a.formatVersion,
           registered_at: a.registeredAt,
-          signed_payload: t0Payload(a.hashHex, a.registeredAt, a.formatVersion)
+          signed_payload: t0Payload(a.hashHex, a.registeredAt, a.formatVersion),
+          ...legacyOf(a)
         })))
       .handle("evidence", ({ path }) => Effect.flatMap(findAttestation(path.id), evidence.bundle))
   }))

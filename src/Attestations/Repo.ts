@@ -19,6 +19,7 @@ interface AttestationRow {
   readonly t1_at: string | null
   readonly t2_at: string | null
   readonly t2_block: number | string | null
+  readonly legacy_id?: number | string | null
 }
 
 interface ClaimRow {
@@ -48,7 +49,8 @@ export const toAttestation = (r: AttestationRow): Attestation => ({
   leafIndex: r.leaf_index === null ? null : Number(r.leaf_index),
   t1At: r.t1_at,
   t2At: r.t2_at,
-  t2Block: numOrNull(r.t2_block)
+  t2Block: numOrNull(r.t2_block),
+  legacyId: numOrNull(r.legacy_id ?? null)
 })
 
 export const toClaim = (r: ClaimRow): Claim => ({
@@ -113,7 +115,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       Effect.map(
         ref._tag === "Id"
           ? sql<AttestationRow>`SELECT * FROM attestations WHERE id = ${ref.id}`
-          : sql<AttestationRow>`SELECT * FROM attestations WHERE seq = ${ref.seq}`,
+          : sql<AttestationRow>`SELECT * FROM attestations WHERE legacy_id = ${ref.legacyId}`,
         (rows) => (rows[0] ? toAttestation(rows[0]) : undefined)
       )
 

@@ -128,7 +128,10 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.map(Authenticator, (auth) => ({
-    bearer: (token: Redacted.Redacted<string>) => auth.authenticate(Redacted.value(token).trim())
+    // The edge has already authenticated requests with a body (before reading it): count them once.
+    bearer: (token: Redacted.Redacted<string>) =>
+      Effect.flatMap(currentRequestMeta, (meta) =>
+        meta.principal !== undefined ? Effect.succeed(meta.principal) : auth.authenticate(Redacted.value(token).trim()))
   }))
 )
 

@@ -10,7 +10,7 @@ import {
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
 import { TagQuery } from "../Tags/Api.js"
-import { DERIVED_LIST_MAX_ITEMS, DERIVED_LIST_MAX_TTL_HOURS, MATCH_MAX_VALUES } from "./Domain.js"
+import { DERIVED_LIST_MAX_ITEMS, DERIVED_LIST_MAX_TTL_HOURS, MATCH_MAX_VALUES } from "./Limits.js"
 
 export const ScanRequest = Schema.Struct({
   hashes: Schema.Array(HashHex).pipe(Schema.minItems(1))

@@ -1,11 +1,7 @@
 /** Organisation inventory and HMAC-derived lists (spec 2.13–2.14). */
 import { createHash, createHmac, randomBytes } from "node:crypto"
 
-export const SCANS_PER_HOUR = 5
-export const DERIVED_LIST_MAX_ITEMS = 100_000
-export const DERIVED_LIST_MAX_TTL_HOURS = 2160
-export const MATCH_MAX_VALUES = 50_000
-export const MATCHES_PER_HOUR = 20
+export * from "./Limits.js"
 
 export const newScanId = (): string => `scan_${randomBytes(12).toString("base64url")}`
 export const newListId = (): string => `dl_${randomBytes(12).toString("base64url")}`

@@ -1,9 +1,28 @@
 /**
  * Consumer side of attestd webhooks: check the signature in constant time and
  * reject stale payloads. Deduplicate on X-Service-Delivery; the business
- * identity of an event is attestation_id plus event.
+ * identity of an event is attestation_id plus event. Portable (no node:*, no
+ * Buffer): it runs in Node, Deno, Bun, browsers and edge workers alike.
  */
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { hmac } from "@noble/hashes/hmac.js"
+import { sha256 } from "@noble/hashes/sha2.js"
+
+const utf8 = new TextEncoder()
+
+/** Constant-time equality of two byte strings of the same length. */
+const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => {
+  if (a.length !== b.length) return false
+  let diff = 0
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!
+  return diff === 0
+}
+
+const hexBytes = (hex: string): Uint8Array | null => {
+  if (!/^[0-9a-fA-F]{64}$/.test(hex)) return null
+  const out = new Uint8Array(32)
+  for (let i = 0; i < 32; i++) out[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16)
+  return out
+}
 
 export interface VerifiedWebhook {
   readonly event: "t1_complete" | "t2_complete"
@@ -43,15 +62,15 @@ export const verifyWebhook = (
   secret: string,
   options: { readonly toleranceSeconds?: number; readonly now?: Date } = {}
 ): WebhookVerification => {
-  const body = typeof rawBody === "string" ? Buffer.from(rawBody, "utf8") : Buffer.from(rawBody)
+  const body = typeof rawBody === "string" ? utf8.encode(rawBody) : rawBody
   const signature = header(headers, "x-service-signature")
   if (!signature || !signature.startsWith("sha256=")) return { ok: false, reason: "missing X-Service-Signature" }
-  const expected = createHmac("sha256", Buffer.from(secret, "ascii")).update(body).digest()
-  const given = Buffer.from(signature.slice(7), "hex")
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) return { ok: false, reason: "bad signature" }
+  const expected = hmac(sha256, utf8.encode(secret), body)
+  const given = hexBytes(signature.slice(7))
+  if (given === null || !bytesEqual(given, expected)) return { ok: false, reason: "bad signature" }
   let payload: VerifiedWebhook["payload"]
   try {
-    payload = JSON.parse(body.toString("utf8"))
+    payload = JSON.parse(new TextDecoder().decode(body))
   } catch {
     return { ok: false, reason: "body is not JSON" }
   }

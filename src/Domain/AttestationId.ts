@@ -1,6 +1,9 @@
 /**
  * Attestation handles: `att_` + 24 Base64URL characters (18 random bytes), and
- * legacy numeric handles (the attestation's sequence number) accepted as input.
+ * legacy numeric handles accepted as input. A legacy number belongs only to an
+ * historical attestation imported with one (`attestd import`, its `legacy_id`);
+ * attestations created through the API have none, so the registry cannot be
+ * walked by number (CONTRACT §2, spec §1.8).
  */
 import { randomBytes } from "node:crypto"
 
@@ -10,17 +13,19 @@ export const newAttestationId = (): string => "att_" + randomBytes(18).toString(
 
 export type AttestationRef =
   | { readonly _tag: "Id"; readonly id: string }
-  | { readonly _tag: "Seq"; readonly seq: number }
+  | { readonly _tag: "Legacy"; readonly legacyId: number }
 
-const MAX_SEQ = Number.MAX_SAFE_INTEGER
+export const LEGACY_ID_MAX = Number.MAX_SAFE_INTEGER
+
+export const isLegacyId = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 1 && n <= LEGACY_ID_MAX
 
 /** Parses a raw (already URL-decoded) reference; whitespace around it is ignored. */
 export const parseAttestationRef = (raw: string): AttestationRef | undefined => {
   const ref = raw.trim()
   if (ATTESTATION_ID_PATTERN.test(ref)) return { _tag: "Id", id: ref }
   if (/^[0-9]{1,16}$/.test(ref)) {
-    const seq = Number(ref)
-    if (seq >= 1 && seq <= MAX_SEQ) return { _tag: "Seq", seq }
+    const legacyId = Number(ref)
+    if (isLegacyId(legacyId)) return { _tag: "Legacy", legacyId }
   }
   return undefined
 }

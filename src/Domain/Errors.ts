@@ -11,69 +11,6 @@ const fields = {
   details: Schema.optional(Schema.Unknown)
 }
 
-export class ValidationError extends Schema.TaggedError<ValidationError>()(
-  "ValidationError",
-  fields,
-  HttpApiSchema.annotations({ status: 400 })
-) {
-  static readonly code = "VALIDATION_ERROR"
-  static readonly status = 400
-}
-
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
-  "PayloadTooLarge",
-  fields,
-  HttpApiSchema.annotations({ status: 413 })
-) {
-  static readonly code = "VALIDATION_ERROR"
-  static readonly status = 413
-}
-
-export class AuthError extends Schema.TaggedError<AuthError>()(
-  "AuthError",
-  fields,
-  HttpApiSchema.annotations({ status: 401 })
-) {
-  static readonly code = "AUTH_ERROR"
-  static readonly status = 401
-}
-
-export class Forbidden extends Schema.TaggedError<Forbidden>()(
-  "Forbidden",
-  fields,
-  HttpApiSchema.annotations({ status: 403 })
-) {
-  static readonly code = "FORBIDDEN"
-  static readonly status = 403
-}
-
-export class NotFound extends Schema.TaggedError<NotFound>()(
-  "NotFound",
-  fields,
-  HttpApiSchema.annotations({ status: 404 })
-) {
-  static readonly code = "NOT_FOUND"
-  static readonly status = 404
-}
-
-export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()(
-  "MethodNotAllowed",
-  fields,
-  HttpApiSchema.annotations({ status: 405 })
-) {
-  static readonly code = "METHOD_NOT_ALLOWED"
-  static readonly status = 405
-}
-
-export class PreconditionFailed extends Schema.TaggedError<PreconditionFailed>()(
-  "PreconditionFailed",
-  fields,
-  HttpApiSchema.annotations({ status: 412 })
-) {
-  static readonly code = "PRECONDITION_FAILED"
-  static readonly status = 412
-}
-
 /** Rate-limit state reported on every authenticated response and on a 429. */
 export const RateLimitInfo = Schema.Struct({
   limit: Schema.Number,
@@ -83,41 +20,38 @@ export const RateLimitInfo = Schema.Struct({
 })
 export type RateLimitInfo = typeof RateLimitInfo.Type
 
-export class RateLimited extends Schema.TaggedError<RateLimited>()(
-  "RateLimited",
-  { ...fields, rateLimit: RateLimitInfo },
-  HttpApiSchema.annotations({ status: 429 })
-) {
-  static readonly code = "RATE_LIMIT"
-  static readonly status = 429
+/**
+ * The base class of an API error: a tagged error with `message`, optional
+ * `details` and any extra fields, its envelope code and its HTTP status,
+ * stated once (the static `status` and the HttpApi annotation come from it).
+ */
+const apiError = <Self>() =>
+<Tag extends string, Code extends string, Status extends number, Extra extends Schema.Struct.Fields = {}>(
+  tag: Tag,
+  code: Code,
+  status: Status,
+  extra?: Extra
+) => {
+  // Self is generic here, so TaggedError's "missing Self" check cannot resolve; the class it returns is this.
+  const Base = Schema.TaggedError<Self>()(
+    tag,
+    { ...fields, ...(extra ?? ({} as Extra)) },
+    HttpApiSchema.annotations({ status })
+  ) as unknown as Schema.TaggedErrorClass<Self, Tag, { readonly _tag: Schema.tag<Tag> } & typeof fields & Extra>
+  return Object.assign(Base, { code, status } as { readonly code: Code; readonly status: Status })
 }
 
-export class QuotaExceeded extends Schema.TaggedError<QuotaExceeded>()(
-  "QuotaExceeded",
-  { ...fields, retryAfter: Schema.Number },
-  HttpApiSchema.annotations({ status: 429 })
-) {
-  static readonly code = "QUOTA_EXCEEDED"
-  static readonly status = 429
-}
-
-export class ServiceUnavailable extends Schema.TaggedError<ServiceUnavailable>()(
-  "ServiceUnavailable",
-  fields,
-  HttpApiSchema.annotations({ status: 503 })
-) {
-  static readonly code = "SERVICE_UNAVAILABLE"
-  static readonly status = 503
-}
-
-export class InternalError extends Schema.TaggedError<InternalError>()(
-  "InternalError",
-  fields,
-  HttpApiSchema.annotations({ status: 500 })
-) {
-  static readonly code = "INTERNAL_ERROR"
-  static readonly status = 500
-}
+export class ValidationError extends apiError<ValidationError>()("ValidationError", "VALIDATION_ERROR", 400) {}
+export class PayloadTooLarge extends apiError<PayloadTooLarge>()("PayloadTooLarge", "VALIDATION_ERROR", 413) {}
+export class AuthError extends apiError<AuthError>()("AuthError", "AUTH_ERROR", 401) {}
+export class Forbidden extends apiError<Forbidden>()("Forbidden", "FORBIDDEN", 403) {}
+export class NotFound extends apiError<NotFound>()("NotFound", "NOT_FOUND", 404) {}
+export class MethodNotAllowed extends apiError<MethodNotAllowed>()("MethodNotAllowed", "METHOD_NOT_ALLOWED", 405) {}
+export class PreconditionFailed extends apiError<PreconditionFailed>()("PreconditionFailed", "PRECONDITION_FAILED", 412) {}
+export class RateLimited extends apiError<RateLimited>()("RateLimited", "RATE_LIMIT", 429, { rateLimit: RateLimitInfo }) {}
+export class QuotaExceeded extends apiError<QuotaExceeded>()("QuotaExceeded", "QUOTA_EXCEEDED", 429, { retryAfter: Schema.Number }) {}
+export class ServiceUnavailable extends apiError<ServiceUnavailable>()("ServiceUnavailable", "SERVICE_UNAVAILABLE", 503) {}
+export class InternalError extends apiError<InternalError>()("InternalError", "INTERNAL_ERROR", 500) {}
 
 export const apiErrorClasses = [
   ValidationError,
@@ -144,3 +78,14 @@ export const isApiError = (u: unknown): u is ApiError =>
 
 export const describeApiError = (e: ApiError): { readonly code: string; readonly status: number } =>
   byTag.get(e._tag)!
+
+/**
+ * A short excerpt of caller input for an error message: at most `max` code
+ * points, marked when cut. Errors name the path and the rule; they never echo
+ * a whole value (a 7 MB body must not come back twice).
+ */
+export const excerpt = (text: string, max = 48): string => {
+  if (text.length <= max) return text
+  const points = Array.from(text.slice(0, max * 2))
+  return points.length <= max ? points.join("") : points.slice(0, max).join("") + "…"
+}

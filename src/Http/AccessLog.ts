@@ -6,12 +6,11 @@
  * a token, or a body.
  */
 import { HttpApi } from "@effect/platform"
-import { Effect, Layer, Runtime } from "effect"
+import { Effect, Runtime } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
 import { recordHttp } from "../Platform/Metrics.js"
 import { stripV1 } from "./Edge.js"
-import type { FastLaneHolder } from "./FastLane.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
 
 /** The meta of each request in flight, written by the edge and the fast lane. */
@@ -57,39 +56,35 @@ export const routeTemplateOf = (method: string, url: string): string => {
   return hit ? prefix + hit.template : "unmatched"
 }
 
-/** Installs the observer on the server's holder for the lifetime of the layer. */
-export const AccessLogLive = (holder: FastLaneHolder) =>
-  Layer.scopedDiscard(Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<never>()
-    const log = Runtime.runSync(runtime)
-    holder.observe = (req, res) => {
-      const start = performance.now()
-      let done = false
-      const finish = (aborted: boolean) => {
-        if (done) return
-        done = true
-        const seconds = (performance.now() - start) / 1000
-        const method = req.method ?? "GET"
-        const route = routeTemplateOf(method, req.url ?? "/")
-        const status = aborted && !res.headersSent ? 499 : res.statusCode
-        recordHttp(method, route, status, seconds)
-        const meta = requestMetas.get(req)
-        const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")
-        const annotations: Record<string, unknown> = {
-          request_id: requestId,
-          method,
-          route,
-          status,
-          duration_ms: Math.round(seconds * 1e6) / 1e3
-        }
-        if (meta?.keyId !== undefined) annotations.key_id = meta.keyId
-        if (meta?.clientIp) annotations.client_ip = meta.clientIp
-        log(Effect.logInfo("request").pipe(Effect.annotateLogs(annotations)))
+/** The observer the server calls first for every request (metrics and the access log). */
+export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void> = Effect.gen(function*() {
+  const runtime = yield* Effect.runtime<never>()
+  const log = Runtime.runSync(runtime)
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const start = performance.now()
+    let done = false
+    const finish = (aborted: boolean) => {
+      if (done) return
+      done = true
+      const seconds = (performance.now() - start) / 1000
+      const method = req.method ?? "GET"
+      const route = routeTemplateOf(method, req.url ?? "/")
+      const status = aborted && !res.headersSent ? 499 : res.statusCode
+      recordHttp(method, route, status, seconds)
+      const meta = requestMetas.get(req)
+      const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")
+      const annotations: Record<string, unknown> = {
+        request_id: requestId,
+        method,
+        route,
+        status,
+        duration_ms: Math.round(seconds * 1e6) / 1e3
       }
-      res.once("finish", () => finish(false))
-      res.once("close", () => finish(true))
+      if (meta?.keyId !== undefined) annotations.key_id = meta.keyId
+      if (meta?.clientIp) annotations.client_ip = meta.clientIp
+      log(Effect.logInfo("request").pipe(Effect.annotateLogs(annotations)))
     }
-    yield* Effect.addFinalizer(() => Effect.sync(() => {
-      holder.observe = undefined
-    }))
-  }))
+    res.once("finish", () => finish(false))
+    res.once("close", () => finish(true))
+  }
+})

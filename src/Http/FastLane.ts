@@ -1,154 +1,155 @@
 /**
- * A fast lane for the two hottest routes, POST /v1/attest and public POST
- * /v1/verify (and their aliases). Same schemas, same handlers (attestOne,
- * verifyOne), same authentication and envelope as the HttpApi routes — only
- * the router, the middleware chain and response encoding are skipped, which
- * cost about 100 µs of CPU per request here (README, benchmarks). Anything
- * unusual (another route, chunked or oversized bodies, verify with a key)
- * takes the full stack. The public limit is charged here as at the edge.
+ * The fast lane: a typed table of node:http entries for the two hottest
+ * routes, POST /attest and POST /verify (with or without /v1), which the
+ * server (Server.ts) consults before handing a request to the HttpApi stack.
+ *
+ * An entry runs the same steps as the HttpApi path, through the same
+ * functions: the request meta, `admitRequest` (size, public rate limit, U+0000
+ * in the target), `bodyScanError`, the same authentication, schemas and
+ * handlers (`attestOne`, `verifyOne`), `failureError` and `errorParts` for the
+ * envelope and `edgeHeaders` for the headers. What it skips is the router, the
+ * middleware chain and response encoding (about 100 µs of CPU per request
+ * here, README benchmarks). Bodies without Content-Length (chunked) take the
+ * HttpApi path, which drains an oversized one before answering 413.
+ * test/Http/fastLaneParity.test.ts sends one matrix of requests with the lane
+ * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
-import { Cause, Effect, Exit, Layer, ParseResult, Runtime, Schema } from "effect"
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
+import { HttpServerError } from "@effect/platform"
+import { Cause, Effect, Either, ParseResult, Runtime, Schema } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
 import { attestOne, verifyOne } from "../Attestations/Http.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { CurrentPrincipal } from "../Auth/Api.js"
-import { clientAddressOf } from "../Auth/ClientAddress.js"
 import { Authenticator } from "../Auth/Http.js"
 import { Quota } from "../Auth/Quota.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
-import * as Errors from "../Domain/Errors.js"
+import type * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { bodyScanError, INVALID_JSON, MAX_BODY_BYTES, requestIdOf, stripV1, validationErrorFromIssues } from "./Edge.js"
-import { errorParts, rateLimitHeaders } from "./Envelope.js"
-import type { Drainer } from "./Drain.js"
-import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { fastLaneRequests, inc } from "../Platform/Metrics.js"
 import { requestMetas } from "./AccessLog.js"
+import {
+  admitRequest,
+  bodyScanError,
+  type EdgeHeaders,
+  edgeHeaders,
+  failureError,
+  headerOf,
+  INVALID_JSON,
+  parseJsonBody,
+  requestMetaOf,
+  routePathOf,
+  validationErrorFromIssues
+} from "./Edge.js"
+import { errorParts } from "./Envelope.js"
+import { RequestMeta } from "./RequestMeta.js"
 
-type Handler = (req: IncomingMessage, res: ServerResponse) => boolean
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 
-export interface FastLaneHolder {
-  handle: Handler | undefined
-  /** Sees every request first (metrics and the access log); set by AccessLogLive. */
-  observe?: ((req: IncomingMessage, res: ServerResponse) => void) | undefined
+/** The routes the fast lane serves, as "METHOD /path" without the /v1 prefix. */
+export type FastRouteKey = "POST /attest" | "POST /verify"
+
+export type FastRoutes = Readonly<Partial<Record<FastRouteKey, NodeHandler>>>
+
+/** The fast entry for a request, or undefined when the HttpApi stack serves it. */
+export const fastRouteOf = (routes: FastRoutes, req: IncomingMessage): NodeHandler | undefined => {
+  if (req.headers["content-length"] === undefined) return undefined
+  return routes[`${req.method} ${routePathOf(req.url ?? "/")}` as FastRouteKey]
 }
 
-export const makeFastLaneHolder = (): FastLaneHolder => ({ handle: undefined })
-
-/** A node:http server whose request listeners first offer each request to the fast lane. */
-export const serverWithFastLane = (holder: FastLaneHolder, drainer?: Drainer) => (): Server => {
-  const server = createServer()
-  if (drainer) drainer.server = server
-  const wrappers = new Map<unknown, (...args: Array<any>) => void>()
-  const on = server.on.bind(server)
-  const off = server.off.bind(server)
-  server.on = ((event: string, listener: (...args: Array<any>) => void) => {
-    if (event !== "request") return on(event, listener)
-    const wrapped = (req: IncomingMessage, res: ServerResponse) => {
-      holder.observe?.(req, res)
-      drainer?.track(req, res)
-      if (!holder.handle?.(req, res)) listener(req, res)
-    }
-    wrappers.set(listener, wrapped)
-    return on(event, wrapped)
-  }) as typeof server.on
-  server.off = ((event: string, listener: (...args: Array<any>) => void) =>
-    off(event, wrappers.get(listener) ?? listener)) as typeof server.off
-  return server
+interface Reply {
+  readonly status: number
+  readonly headers?: Record<string, string> | undefined
+  readonly body: unknown
 }
 
-const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown) =>
-  Effect.mapError(
-    Schema.decodeUnknown(schema)(json),
-    (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))
-  )
+type Route = (text: string, headers: EdgeHeaders) => Effect.Effect<Reply, unknown, RequestMeta>
 
-const parseJson = (text: string) => {
-  const bad = bodyScanError(text)
-  return bad ? Effect.fail(bad) : Effect.try({ try: () => (text === "" ? null : JSON.parse(text)) as unknown, catch: () => INVALID_JSON() })
-}
+const decodeJson = <A, I>(schema: Schema.Schema<A, I>, text: string): Effect.Effect<A, Errors.ValidationError> =>
+  Either.match(parseJsonBody(text), {
+    onLeft: Effect.fail,
+    onRight: (json) =>
+      Effect.mapError(
+        Schema.decodeUnknown(schema)(json),
+        (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))
+      )
+  })
 
-export const FastLaneLive = (holder: FastLaneHolder) =>
-  Layer.scopedDiscard(Effect.gen(function*() {
-    const config = yield* AppConfig
-    const auth = yield* Authenticator
-    const attestor = yield* Attestor
-    const quota = yield* Quota
-    const repo = yield* AttestationRepo
-    const limiter = yield* RateLimiter
-    const runtime = yield* Effect.runtime<never>()
-    const run = Runtime.runCallback(runtime)
+const readBody = (req: IncomingMessage): Effect.Effect<string, Errors.ValidationError> =>
+  Effect.async((resume) => {
+    const chunks: Array<Buffer> = []
+    req.on("data", (c: Buffer) => chunks.push(c))
+    req.on("end", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
+    req.on("error", () => resume(Effect.fail(INVALID_JSON())))
+  })
 
-    const respond = (res: ServerResponse, requestId: string, meta: RequestMetaShape, exit: Exit.Exit<{ status: number; body: unknown }, unknown>) => {
-      let status: number
-      let body: unknown
-      const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": requestId }
-      if (Exit.isSuccess(exit)) {
-        status = exit.value.status
-        body = exit.value.body
-      } else {
-        const failure = Cause.failureOption(exit.cause)
-        const e = failure._tag === "Some" && Errors.isApiError(failure.value)
-          ? failure.value
-          : new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" })
-        if (failure._tag === "None" || !Errors.isApiError(failure.value)) {
-          run(Effect.logError("request failed", exit.cause).pipe(Effect.annotateLogs({ request_id: requestId, path: meta.path })))
-        }
-        const parts = errorParts(e)
-        status = parts.status
-        body = parts.body
-        Object.assign(headers, parts.headers)
-      }
-      if (meta.rateLimit && headers["x-ratelimit-limit"] === undefined) Object.assign(headers, rateLimitHeaders(meta.rateLimit))
-      const text = JSON.stringify(body)
-      headers["content-length"] = String(Buffer.byteLength(text))
-      res.writeHead(status, headers)
-      res.end(text)
-    }
+/** The fast lane's table, over the same services as the HttpApi handlers. */
+export const makeFastRoutes = Effect.gen(function*() {
+  const config = yield* AppConfig
+  const auth = yield* Authenticator
+  const attestor = yield* Attestor
+  const quota = yield* Quota
+  const repo = yield* AttestationRepo
+  const runtime = yield* Effect.runtime<RateLimiter | Authenticator>()
+  const runFork = Runtime.runFork(runtime)
 
-    holder.handle = (req, res) => {
-      if (req.method !== "POST") return false
-      const url = req.url ?? ""
-      const q = url.indexOf("?")
-      const path = stripV1(q < 0 ? url : url.slice(0, q))
-      if (path !== "/attest" && path !== "/verify") return false
-      const authorization = req.headers.authorization
-      if (path === "/verify" && authorization !== undefined) return false
-      const length = req.headers["content-length"]
-      if (length === undefined || !(Number(length) <= MAX_BODY_BYTES)) return false
+  const write = (res: ServerResponse, reply: Reply, extra: Record<string, string>) => {
+    if (res.writableEnded || res.destroyed) return
+    const text = JSON.stringify(reply.body)
+    res.writeHead(reply.status, {
+      ...reply.headers,
+      "content-type": "application/json",
+      "content-length": String(Buffer.byteLength(text)),
+      ...extra
+    })
+    res.end(text)
+  }
 
-      const requestId = requestIdOf(req.headers["x-request-id"] as string | undefined)
-      const meta: RequestMetaShape = {
-        requestId,
-        clientIp: clientAddressOf(req.socket.remoteAddress, req.headers["x-forwarded-for"] as string | undefined, config.trustProxy),
-        path,
-        rateLimit: undefined
-      }
-      requestMetas.set(req, meta)
-      const chunks: Array<Buffer> = []
-      req.on("data", (c: Buffer) => chunks.push(c))
-      req.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8")
-        const handled: Effect.Effect<{ status: number; body: unknown }, unknown> = path === "/verify"
-          ? Effect.flatMap(Effect.flatMap(parseJson(text), (json) => decode(VerifyPayload, json)), (payload) =>
-            Effect.map(verifyOne(repo, payload.hash_hex, undefined), (body) => ({ status: 200, body })))
-          : Effect.gen(function*() {
-            const principal = yield* auth.authenticate((authorization ?? "").slice(7).trim())
-            const payload = yield* Effect.flatMap(parseJson(text), (json) => decode(AttestPayload, json))
-            return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
-          })
-        // As at the edge (chargedAtEdge): public verify, and attest without a bearer credential.
-        const program = path === "/verify" || !(authorization ?? "").startsWith("Bearer ")
-          ? Effect.zipRight(chargePublic(config, limiter, meta), handled)
-          : handled
-        run(Effect.provideService(program, RequestMeta, meta), { onExit: (exit) => respond(res, requestId, meta, exit) })
-      })
-      req.on("error", () => res.destroy())
-      return true
-    }
-    yield* Effect.addFinalizer(() => Effect.sync(() => {
-      holder.handle = undefined
-    }))
-  }))
+  const entry = (route: Route): NodeHandler => (req, res) => {
+    const url = req.url ?? "/"
+    const headers = req.headers as EdgeHeaders
+    inc(fastLaneRequests, {})
+    const meta = requestMetaOf(config, url, req.socket.remoteAddress, headers)
+    requestMetas.set(req, meta)
+    const program = Effect.gen(function*() {
+      const refused = yield* admitRequest(config, req.method ?? "POST", url, headers, meta)
+      if (refused) return yield* Effect.fail(refused)
+      const text = yield* readBody(req)
+      const bad = bodyScanError(text)
+      if (bad) return yield* Effect.fail(bad)
+      return yield* route(text, headers)
+    }).pipe(
+      Effect.catchAllCause((cause): Effect.Effect<Reply, never, RequestMeta> =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) as never : Effect.map(failureError(cause, []), errorParts)
+      ),
+      Effect.provideService(RequestMeta, meta),
+      Effect.tap((reply) =>
+        Effect.sync(() => write(res, reply, edgeHeaders(meta, reply.headers?.["x-ratelimit-limit"] !== undefined)))
+      )
+    )
+    const fiber = runFork(program)
+    // As the HttpApi handler does: a client that goes away interrupts the request.
+    res.on("close", () => {
+      if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
+    })
+  }
+
+  const routes: FastRoutes = {
+    "POST /attest": entry((text, headers) =>
+      Effect.gen(function*() {
+        // admitRequest authenticated the key and checked the attest scope before the body was read
+        const meta = yield* RequestMeta
+        const principal = meta.principal ?? (yield* auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim()))
+        const payload = yield* decodeJson(AttestPayload, text)
+        return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
+      })),
+    "POST /verify": entry((text, headers) =>
+      Effect.gen(function*() {
+        const payload = yield* decodeJson(VerifyPayload, text)
+        const key = yield* auth.optionalKey(headerOf(headers, "authorization"))
+        return { status: 200, body: yield* verifyOne(repo, payload.hash_hex, key._tag === "Some" ? key.value.id : undefined) }
+      }))
+  }
+  return routes
+})

@@ -6,7 +6,7 @@ import {
   NotFoundEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
-import { WEBHOOK_EVENTS, WEBHOOK_LABEL_MAX } from "./Domain.js"
+import { WEBHOOK_EVENTS, WEBHOOK_LABEL_MAX } from "./Limits.js"
 
 export const WebhookRegister = Schema.Struct({
   url: Schema.String.pipe(Schema.maxLength(2048)),

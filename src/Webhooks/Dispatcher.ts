@@ -5,9 +5,15 @@
  * (ATTESTD_WEBHOOK_RETRY_DELAYS). A delivery is in the database before its
  * POST, and a lease that lapses (crash between POST and record) sends it again:
  * at-least-once.
+ *
+ * Fair to every key: attempts run in SEND_CONCURRENCY slots, a freed slot is
+ * refilled at once from claimDue (round-robin over keys and webhooks, with
+ * in-flight caps per webhook and per key), so an endpoint that never answers
+ * holds only its share of the slots; and its circuit (Repo.recordAttempt) opens
+ * after repeated failures, so it stops taking slots at all until a probe passes.
  */
 import * as Metrics from "../Platform/Metrics.js"
-import { Clock, Duration, Effect } from "effect"
+import { Clock, Duration, Effect, Queue } from "effect"
 import { request as httpRequest } from "node:http"
 import { request as httpsRequest } from "node:https"
 import type { LookupFunction } from "node:net"
@@ -21,13 +27,13 @@ import {
   eventBody,
   isPublicAddress,
   RESPONSE_EXCERPT_BYTES,
+  SEND_CONCURRENCY,
   signBody,
   USER_AGENT
 } from "./Domain.js"
 import { type Delivery, WebhookRepo } from "./Repo.js"
 
 const FAN_OUT_BATCH = 5000
-const SEND_BATCH = 32
 const LEASE_MS = 60_000
 const POLL_MS = 500
 const FAN_OUT_LOCK = 727005
@@ -139,6 +145,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
           responseCode: result._tag === "Right" ? result.right.status : null,
           excerpt: result._tag === "Right" ? result.right.excerpt : result.left.message.slice(0, RESPONSE_EXCERPT_BYTES),
           now: formatMillis(t),
+          nowMillis: t,
           nextAttemptAt: formatMillis(next)
         }))
         Metrics.inc(Metrics.webhookDeliveries, { outcome: status })
@@ -150,20 +157,57 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
         return status
       })
 
+    const claim = (limit: number) =>
+      Effect.gen(function*() {
+        const t = yield* Clock.currentTimeMillis
+        return yield* Effect.orDie(repo.claimDue(formatMillis(t), formatMillis(t + LEASE_MS), limit))
+      })
+
+    /** One pass: claims what is due (fairly, up to the slots) and waits for every attempt. */
     const sendDueOnce = Effect.gen(function*() {
-      const t = yield* Clock.currentTimeMillis
-      const due = yield* Effect.orDie(repo.claimDue(formatMillis(t), formatMillis(t + LEASE_MS), SEND_BATCH))
-      yield* Effect.forEach(due, attempt, { concurrency: 16, discard: true })
+      const due = yield* claim(SEND_CONCURRENCY)
+      yield* Effect.forEach(due, attempt, { concurrency: SEND_CONCURRENCY, discard: true })
       return due.length
     })
 
+    const fanOutLogged = exclusively(FAN_OUT_LOCK, fanOutOnce).pipe(
+      Effect.catchAllCause((c) => Effect.logWarning("webhook fan-out failed", c))
+    )
+
+    /**
+     * Fans out every POLL_MS and keeps the slots busy: whenever an attempt ends
+     * (or POLL_MS passes) the free slots are offered to claimDue again, so a
+     * healthy endpoint never waits for a slow one's attempts to time out.
+     */
     const run = Effect.gen(function*() {
+      const freed = yield* Queue.sliding<void>(1)
+      let inFlight = 0
+      let lastFanOut = -Infinity
       while (true) {
-        yield* exclusively(FAN_OUT_LOCK, fanOutOnce).pipe(Effect.catchAllCause((c) => Effect.logWarning("webhook fan-out failed", c)))
-        const sent = yield* sendDueOnce.pipe(
-          Effect.catchAllCause((c) => Effect.as(Effect.logWarning("webhook delivery pass failed", c), 0))
-        )
-        if (sent < SEND_BATCH) yield* Effect.sleep(Duration.millis(POLL_MS))
+        const t = yield* Clock.currentTimeMillis
+        if (t - lastFanOut >= POLL_MS) {
+          yield* fanOutLogged
+          lastFanOut = t
+        }
+        const free = SEND_CONCURRENCY - inFlight
+        if (free > 0) {
+          const due = yield* claim(free).pipe(
+            Effect.catchAllCause((c) => Effect.as(Effect.logWarning("webhook delivery pass failed", c), []))
+          )
+          for (const d of due) {
+            inFlight++
+            yield* Effect.fork(
+              attempt(d).pipe(
+                Effect.catchAllCause((c) => Effect.logWarning(`webhook delivery ${d.id} failed`, c)),
+                Effect.ensuring(Effect.suspend(() => {
+                  inFlight--
+                  return Queue.offer(freed, undefined)
+                }))
+              )
+            )
+          }
+        }
+        yield* Queue.take(freed).pipe(Effect.timeout(Duration.millis(POLL_MS)), Effect.ignore)
       }
     })
 

@@ -4,13 +4,35 @@ import { lookup } from "node:dns/promises"
 import ipaddr from "ipaddr.js"
 import { isIP } from "node:net"
 
-export const WEBHOOK_EVENTS = ["t1_complete", "t2_complete"] as const
-export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number]
-export const WEBHOOK_LABEL_MAX = 200
+export * from "./Limits.js"
+import type { WebhookEvent } from "./Limits.js"
 /** Live webhooks one key may hold. */
 export const WEBHOOKS_PER_KEY = 10
 export const DELIVERY_HISTORY = 100
 export const DELIVERY_TIMEOUT_MS = 10_000
+
+/**
+ * Fair scheduling: attempts one dispatcher instance runs at once, and the most
+ * attempts in flight (over all instances) for one webhook and for one key, so a
+ * slow endpoint holds at most its share of the slots.
+ */
+export const SEND_CONCURRENCY = 16
+export const WEBHOOK_IN_FLIGHT = 4
+export const KEY_IN_FLIGHT = 8
+
+/**
+ * The circuit of a webhook: after CIRCUIT_THRESHOLD failed attempts in a row it
+ * opens for CIRCUIT_BASE_MS, doubling with each reopening up to CIRCUIT_MAX_MS;
+ * while open its deliveries wait (delayed, never dropped, attempts unchanged);
+ * once the period is over one attempt at a time probes it (half-open): a success
+ * closes it, a failure opens it again for longer.
+ */
+export const CIRCUIT_THRESHOLD = 5
+export const CIRCUIT_BASE_MS = 30_000
+export const CIRCUIT_MAX_MS = 15 * 60_000
+
+/** How long a circuit opened for the `opens`-th time in a row (0-based) stays open. */
+export const circuitOpenMillis = (opens: number): number => Math.min(CIRCUIT_MAX_MS, CIRCUIT_BASE_MS * 2 ** Math.min(opens, 20))
 export const RESPONSE_EXCERPT_BYTES = 512
 export const USER_AGENT = "attestd-webhooks/1 (+https://github.com/attestd)"
 

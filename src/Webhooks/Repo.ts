@@ -5,7 +5,15 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { DELIVERY_HISTORY, type WebhookEvent } from "./Domain.js"
+import {
+  CIRCUIT_THRESHOLD,
+  circuitOpenMillis,
+  DELIVERY_HISTORY,
+  KEY_IN_FLIGHT,
+  WEBHOOK_IN_FLIGHT,
+  type WebhookEvent
+} from "./Domain.js"
+import { formatMillis } from "../Domain/Time.js"
 
 export interface Webhook {
   readonly id: string
@@ -124,7 +132,8 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         const last = ids[ids.length - 1]!
         yield* sql`INSERT INTO webhook_deliveries
             (webhook_id, outbox_id, event_type, attestation_seq, url, signing_secret, status, created_at, next_attempt_at)
-          SELECT w.id, o.id, o.event_type, o.attestation_seq, w.url, w.signing_secret, 'pending', ${now}, ${now}
+          SELECT w.id, o.id, o.event_type, o.attestation_seq, w.url, w.signing_secret, 'pending', ${now},
+            CASE WHEN w.circuit_open_until > ${now} THEN w.circuit_open_until ELSE ${now} END
           FROM outbox o
           JOIN claims c ON c.attestation_seq = o.attestation_seq AND c.deleted_at IS NULL
           JOIN webhooks w ON w.api_key_id = c.api_key_id AND w.deleted_at IS NULL
@@ -136,14 +145,57 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         return ids.length
       }))
 
-    /** Claims up to `limit` due deliveries with a lease until `leaseUntil`; another instance skips them. */
+    /**
+     * Claims up to `limit` due deliveries with a lease until `leaseUntil`; another
+     * instance skips them. Fair: a webhook gets at most WEBHOOK_IN_FLIGHT attempts
+     * in flight (leases held by any instance; 1 while its circuit is half-open, none
+     * while open), a key at most KEY_IN_FLIGHT, and the due deliveries are taken
+     * round-robin — per webhook within a key, and the keys with the fewest attempts
+     * in flight first — so one key's backlog never queues another key's deliveries
+     * behind it. On Postgres the rows are locked (SKIP LOCKED) and the lease
+     * conditions checked again after locking, so two instances never exceed a cap.
+     */
     const claimDue = (now: string, leaseUntil: string, limit: number) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql`SELECT d.* FROM webhook_deliveries d
-          WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
-            AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
-            AND (d.attempts > 0 OR EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.deleted_at IS NULL))
-          ORDER BY d.next_attempt_at, d.id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE OF d SKIP LOCKED") : sql.unsafe("")}`
+        const candidates = sql`
+          WITH busy AS (
+            SELECT webhook_id, COUNT(*) AS n FROM webhook_deliveries
+            WHERE status IN ('pending', 'retrying') AND claimed_until > ${now}
+            GROUP BY webhook_id
+          ),
+          key_busy AS (
+            SELECT w.api_key_id, SUM(b.n) AS n FROM busy b JOIN webhooks w ON w.id = b.webhook_id GROUP BY w.api_key_id
+          ),
+          due AS (
+            SELECT d.id, d.next_attempt_at, w.api_key_id,
+              ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS rw,
+              (CASE WHEN w.consecutive_failures >= ${sql.unsafe(String(CIRCUIT_THRESHOLD))} THEN 1
+                ELSE ${sql.unsafe(String(WEBHOOK_IN_FLIGHT))} END) - COALESCE(b.n, 0) AS webhook_free
+            FROM webhook_deliveries d
+            JOIN webhooks w ON w.id = d.webhook_id
+            LEFT JOIN busy b ON b.webhook_id = d.webhook_id
+            WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
+              AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
+              AND (d.attempts > 0 OR w.deleted_at IS NULL)
+              AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= ${now})
+          ),
+          ranked AS (
+            SELECT u.id, u.next_attempt_at, COALESCE(kb.n, 0) AS key_busy,
+              ROW_NUMBER() OVER (PARTITION BY u.api_key_id ORDER BY u.rw, u.next_attempt_at, u.id) AS rk
+            FROM due u LEFT JOIN key_busy kb ON kb.api_key_id = u.api_key_id
+            WHERE u.rw <= u.webhook_free
+          )
+          SELECT id FROM ranked WHERE key_busy + rk <= ${sql.unsafe(String(KEY_IN_FLIGHT))}
+          ORDER BY key_busy + rk, next_attempt_at, id LIMIT ${limit}`
+        const rows = isPg
+          ? yield* sql`SELECT d.* FROM webhook_deliveries d
+              WHERE d.id IN (${candidates}) AND d.status IN ('pending', 'retrying')
+                AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
+              FOR UPDATE SKIP LOCKED`
+          : yield* Effect.flatMap(candidates, (ids) =>
+            ids.length === 0
+              ? Effect.succeed([])
+              : sql`SELECT d.* FROM webhook_deliveries d WHERE ${sql.in("d.id", ids.map((r: any) => Number(r.id)))}`)
         if (rows.length === 0) return [] as Array<Delivery>
         const ids = rows.map((r: any) => Number(r.id))
         yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", ids)}`
@@ -162,11 +214,19 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         (rows) => rows[0]
       )
 
+    /**
+     * Records one attempt, and feeds the webhook's circuit: a success closes it;
+     * a failure counts, and the CIRCUIT_THRESHOLD-th in a row (or a failed probe of
+     * a half-open circuit) opens it for circuitOpenMillis(opens). While it is open
+     * its queued deliveries are delayed to the end of the period (their
+     * next_attempt_at says so); their attempts stay as they are.
+     */
     const recordAttempt = (d: Delivery, outcome: {
       readonly status: Delivery["status"]
       readonly responseCode: number | null
       readonly excerpt: string | null
       readonly now: string
+      readonly nowMillis: number
       readonly nextAttemptAt: string
     }) =>
       sql.withTransaction(Effect.gen(function*() {
@@ -177,6 +237,26 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         if (outcome.status === "failed") {
           yield* sql`UPDATE webhooks SET failure_count = failure_count + 1 WHERE id = ${d.webhookId}`
         }
+        if (outcome.status === "succeeded") {
+          yield* sql`UPDATE webhooks SET consecutive_failures = 0, circuit_opens = 0, circuit_open_until = NULL
+            WHERE id = ${d.webhookId} AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL)`
+        } else {
+          // the row stays locked (Postgres) until commit, so concurrent failures count one by one
+          const [w] = yield* sql<{ consecutive_failures: number | string; circuit_opens: number | string; circuit_open_until: string | null }>`
+            UPDATE webhooks SET consecutive_failures = consecutive_failures + 1 WHERE id = ${d.webhookId}
+            RETURNING consecutive_failures, circuit_opens, circuit_open_until`
+          let openUntil = w?.circuit_open_until ?? null
+          if (w && Number(w.consecutive_failures) >= CIRCUIT_THRESHOLD && (openUntil === null || openUntil <= outcome.now)) {
+            const opens = Number(w.circuit_opens)
+            openUntil = formatMillis(outcome.nowMillis + circuitOpenMillis(opens))
+            yield* sql`UPDATE webhooks SET circuit_opens = ${opens + 1}, circuit_open_until = ${openUntil} WHERE id = ${d.webhookId}`
+          }
+          if (openUntil !== null && openUntil > outcome.now) {
+            yield* sql`UPDATE webhook_deliveries SET next_attempt_at = ${openUntil}
+              WHERE webhook_id = ${d.webhookId} AND status IN ('pending', 'retrying') AND next_attempt_at < ${openUntil}
+                AND (claimed_until IS NULL OR claimed_until <= ${outcome.now})`
+          }
+        }
         // History: the newest 100 per webhook; deliveries still in flight are never dropped.
         yield* sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${d.webhookId}
           AND status IN ('succeeded', 'failed')
@@ -184,6 +264,21 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
                     ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}) newest)`
       }))
 
-    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt }
+    /** The circuit of a webhook (tests and operators). */
+    const circuitOf = (webhookId: string) =>
+      Effect.map(
+        sql<{ consecutive_failures: number | string; circuit_opens: number | string; circuit_open_until: string | null }>`
+          SELECT consecutive_failures, circuit_opens, circuit_open_until FROM webhooks WHERE id = ${webhookId}`,
+        (rows) =>
+          rows[0]
+            ? {
+              consecutiveFailures: Number(rows[0].consecutive_failures),
+              opens: Number(rows[0].circuit_opens),
+              openUntil: rows[0].circuit_open_until
+            }
+            : undefined
+      )
+
+    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt, circuitOf }
   })
 }) {}

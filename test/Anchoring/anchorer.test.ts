@@ -23,7 +23,8 @@ import { bitcoinAttestations, bytesToHex, parseDetachedFile } from "../../src/Do
 import { HealthChecks } from "../../src/Info/HealthChecks.js"
 import { AppLive, DatabaseLive, TsaLive } from "../../src/main.js"
 import { layerHttp, type OtsCalendar } from "../../src/Platform/Calendar/OtsCalendar.js"
-import { type SimulatedCalendarServer, simulatedBlockHeaders, startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { simulatedBlockHeaders } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
 import { SealingRepo } from "../../src/Sealing/Repo.js"
@@ -468,9 +469,7 @@ for (const dialect of await dialects()) {
       const subsA = calA.submissions
       const subsB = calB.submissions
 
-      const started = Date.now()
       const out = anchored(await run(anchor))
-      expect(Date.now() - started).toBeLessThan(5_000) // refused connections fail fast
       expect(out.batches).toBe(1)
       expect(out.submitted).toBe(0)
       const day = await run(dayOf(out.dailyRootId))
@@ -483,6 +482,8 @@ for (const dialect of await dialects()) {
         expect(s.timestamp).toBeNull()
         expect(s.attempts).toBe(1)
         expect(typeof s.lastError).toBe("string")
+        // Dropped connections fail at once: the error is the connection's, not the HTTP timeout's.
+        expect(s.lastError).not.toMatch(/timed out/)
         expect(s.submittedAt).toBeNull()
       }
       expect(await run(calendarsProbe)).toBe("degraded")
@@ -650,23 +651,23 @@ for (const dialect of await dialects()) {
       const atts = await run(attest(2))
       await run(seal)
       calA.setSlow(20_000)
+      const answeredByA = calA.submissions
 
-      const started = Date.now()
       let settled = false
       const pending = run(anchor).finally(() => {
         settled = true
       })
-      const fastAt = await poll("the fast calendar's submission", () =>
+      const rowsOf = () =>
         run(Effect.orDie(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-          sql<{ status: string }>`SELECT status FROM calendar_submissions WHERE calendar_url = ${calB.url}`))).then((rows) =>
-          rows[0]?.status === "pending" ? Date.now() - started : undefined
-        ), 5_000, 10)
-      expect(settled).toBe(false) // the slow calendar is still being waited for
-      expect(fastAt).toBeLessThan(TIMEOUT)
+          sql<{ calendar_url: string; status: string; last_error: string | null }>`SELECT calendar_url, status, last_error FROM calendar_submissions`)))
+      const atFast = await poll("the fast calendar's submission", () =>
+        rowsOf().then((rows) => rows.find((r) => r.calendar_url === calB.url)?.status === "pending" ? rows : undefined), 5_000, 10)
+      // Recorded while the slow one is still being waited for: it has neither an answer nor a timeout yet.
+      expect(settled).toBe(false)
+      const slowAtFast = atFast.find((r) => r.calendar_url === calA.url)
+      expect(slowAtFast?.status ?? "unsubmitted").toBe("unsubmitted")
+      expect(slowAtFast?.last_error ?? null).toBeNull()
       const out = anchored(await pending)
-      const elapsed = Date.now() - started
-      expect(elapsed).toBeGreaterThanOrEqual(TIMEOUT - 50)
-      expect(elapsed).toBeLessThan(TIMEOUT + 3_000)
       expect(out.submitted).toBe(1)
       const subs = await run(submissionsOf(out.dailyRootId))
       const slow = subs.find((s) => s.calendarUrl === calA.url)!
@@ -675,10 +676,10 @@ for (const dialect of await dialects()) {
       expect(subs.find((s) => s.calendarUrl === calB.url)!.status).toBe("pending")
 
       // the upgrade pass (which retries the slow one, bounded by the timeout) confirms through the fast one
+      // The slow calendar (20 s) answered neither attempt: both ended at the 1 s timeout.
       const block = calB.mine()
-      const t0 = Date.now()
       expect(await run(upgrade)).toEqual({ open: 1, confirmed: 1 })
-      expect(Date.now() - t0).toBeLessThan(TIMEOUT + 3_000)
+      expect(calA.submissions).toBe(answeredByA)
       for (const a of await run(reload(atts.map((x) => x.id)))) {
         expect(a.level).toBe("T2")
         expect(a.t2Block).toBe(block.height)
@@ -694,7 +695,6 @@ for (const dialect of await dialects()) {
       calB.setDown(true)
       calA.setSlow(2_500) // the anchorer's submission to A is answered 2.5 s later
       const subsA = calA.submissions
-      const started = Date.now()
       let settled = false
       const inFlight = run(anchor).finally(() => {
         settled = true
@@ -713,7 +713,6 @@ for (const dialect of await dialects()) {
       // Now the anchorer's first submission is answered and recorded.
       expect(settled).toBe(false)
       const out = anchored(await inFlight)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(2_400)
       expect(calA.submissions).toBe(subsA + 2) // the day was submitted twice to A
       expect((await run(dayOf(out.dailyRootId))).status).toBe("confirmed")
       // The served proof of a T2 attestation must still reach its block ...
@@ -730,7 +729,6 @@ for (const dialect of await dialects()) {
       await run(attest(1))
       await run(seal)
       calB.setSlow(2_000)
-      const started = Date.now()
       let settled = false
       const pending = run(anchor).finally(() => {
         settled = true
@@ -742,8 +740,8 @@ for (const dialect of await dialects()) {
         ), 5_000, 10)
       expect(settled).toBe(false) // recorded while the slow one is still being waited for
       const out = anchored(await pending)
+      // The slow one was waited for (2 s is within the 10 s timeout) and answered.
       expect(out.submitted).toBe(2)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(1_900)
       expect((await run(submissionsOf(out.dailyRootId))).map((s) => s.status)).toEqual(["pending", "pending"])
       await invariants(ctx)
     })

@@ -3,6 +3,8 @@
  * alias, on each store. Error classes are in errors.test.ts, keys and limits in
  * auth.test.ts, races in concurrency.test.ts.
  */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { dialects } from "../helpers/databases.js"
@@ -11,6 +13,7 @@ import {
   client,
   expectEnvelope,
   randomHash,
+  setLegacyId,
   startTestServer,
   type TestServer,
   verifyWithJwk,
@@ -36,7 +39,6 @@ for (const dialect of await dialects()) {
     beforeAll(async () => {
       server = await startTestServer(dialect)
       key = (await server.createKey({ label: "owner" })).key
-      // The first attestation of the instance: legacy handle 1.
       const r = await client(server.url, key).post("/v1/attest", { hash_hex: randomHash() })
       expect(r.status).toBe(201)
       first = r.body
@@ -409,25 +411,57 @@ for (const dialect of await dialects()) {
         })
       }
 
-      it("the legacy numeric handle 1 is the first attestation of the instance", async () => {
-        for (const prefix of PREFIXES) {
-          const r = await client(server.url).get(`${prefix}/attestation/1`)
-          expect(r.status).toBe(200)
-          expect(r.body.id).toBe(first.id)
-          expect(r.body.hash_hex).toBe(first.hash_hex)
-          for (const sub of ["status", "signature", "evidence"]) {
-            const s = await client(server.url).get(`${prefix}/attestation/1/${sub}`)
-            expect(s.status, sub).toBe(200)
-            expect(s.body.id, sub).toBe(first.id)
+      it("numbers are no handles of API-created attestations: /1 … /N+2 answer the unknown-id 404 on every lookup route", async () => {
+        const pub = client(server.url)
+        const total = (await pub.get("/v1/stats")).body.total_attestations as number
+        expect(total).toBeGreaterThan(1)
+        const unknown = await pub.get("/v1/attestation/att_AAAAAAAAAAAAAAAAAAAAAAAA")
+        expectEnvelope(unknown, 404, "NOT_FOUND")
+        for (let n = 1; n <= total + 2; n++) {
+          for (const sub of n <= 3 ? ["", "/status", "/signature", "/evidence"] : [""]) {
+            const r = await pub.get(`/v1/attestation/${n}${sub}`)
+            expectEnvelope(r, 404, "NOT_FOUND")
+            expect(r.text, `${n}${sub}`).not.toContain(first.hash_hex)
           }
+        }
+        // The owner's keyed routes and the T1/T2 routes: the same 404 for a number.
+        const owner = client(server.url, key)
+        expect((await owner.get(`/v1/attestation/${first.id}/metadata`)).status).toBe(200)
+        for (const sub of ["/metadata", "/tags", "/merkle", "/tsa", "/tsa/details", "/ots", "/ots/proof"]) {
+          expectEnvelope(await owner.get(`/v1/attestation/1${sub}`), 404, "NOT_FOUND")
+        }
+        for (const prefix of PREFIXES) {
+          const r = await pub.get(`${prefix}/attestation/${first.id}`)
+          expect(r.status).toBe(200)
+          expect(r.body.legacy_id).toBeUndefined()
+        }
+      })
+
+      it("an historical record's legacy number resolves on every lookup route and is returned as legacy_id", async () => {
+        await setLegacyId(server, first.id, 424242)
+        try {
+          for (const prefix of PREFIXES) {
+            for (const sub of ["", "/status", "/signature", "/evidence"]) {
+              const s = await client(server.url).get(`${prefix}/attestation/424242${sub}`)
+              expect(s.status, sub).toBe(200)
+              expect(s.body.id, sub).toBe(first.id)
+              expect(s.body.legacy_id, sub).toBe(424242)
+              const byId = await client(server.url).get(`${prefix}/attestation/${first.id}${sub}`)
+              expect(byId.body.legacy_id, sub).toBe(424242)
+            }
+            expect((await client(server.url).get(`${prefix}/attestation/%20424242%20`)).body.id).toBe(first.id)
+            expectEnvelope(await client(server.url).get(`${prefix}/attestation/424243`), 404, "NOT_FOUND")
+          }
+        } finally {
+          await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE attestations SET legacy_id = NULL WHERE id = ${first.id}`))
         }
       })
 
       it("surrounding whitespace around the id is trimmed", async () => {
-        for (const ref of [`%20${att.id}%20`, `%20%20${att.id}`, `${att.id}%09`, "%201%20"]) {
+        for (const ref of [`%20${att.id}%20`, `%20%20${att.id}`, `${att.id}%09`]) {
           const r = await client(server.url).get(`/v1/attestation/${ref}`)
           expect(r.status, ref).toBe(200)
-          expect(r.body.id).toBe(ref === "%201%20" ? first.id : att.id)
+          expect(r.body.id).toBe(att.id)
           const s = await client(server.url).get(`/attestation/${ref}/status`)
           expect(s.status, ref).toBe(200)
         }

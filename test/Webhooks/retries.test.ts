@@ -356,7 +356,7 @@ for (const dialect of await dialects()) {
         for (const x of atts) yield* insertEvent(x.attestation.seq)
         yield* fanOut
         expect(yield* deliveriesOf(w.id)).toHaveLength(100) // the list shows at most 100
-        for (let i = 0; i < 10 && r.requests.length < 105; i++) yield* sendDue
+        for (let i = 0; i < 60 && r.requests.length < 105; i++) yield* sendDue // at most WEBHOOK_IN_FLIGHT per pass
         yield* requestsOf(r, 105)
         const sql = yield* SqlClient.SqlClient
         const [n] = yield* Effect.orDie(sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhook_deliveries WHERE webhook_id = ${w.id}`)

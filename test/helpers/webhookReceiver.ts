@@ -6,7 +6,7 @@
  */
 import { createHmac, timingSafeEqual } from "node:crypto"
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http"
-import type { AddressInfo, Socket } from "node:net"
+import { type AddressInfo, createServer as createNetServer, type Socket } from "node:net"
 
 export interface Received {
   readonly method: string
@@ -138,4 +138,64 @@ export const signatureMatches = (header: string | Array<string> | undefined, raw
   const a = Buffer.from(header)
   const b = Buffer.from(expectedSignature(raw, secret))
   return a.length === b.length && timingSafeEqual(a, b)
+}
+
+export interface BlackHole {
+  readonly url: string
+  /** Connections accepted so far. */
+  readonly accepted: () => number
+  /** Connections the client has closed so far (an attempt given up). */
+  readonly closedByClient: () => number
+  /** Connections open now, and the most ever open at once. */
+  readonly open: () => number
+  readonly maxOpen: () => number
+  /** Real time (ms) each connection was accepted at, in order. */
+  readonly acceptedAt: ReadonlyArray<number>
+  waitForAccepted(n: number, timeoutMs?: number): Promise<void>
+  close(): Promise<void>
+}
+
+/** A TCP listener on 127.0.0.1 that accepts every connection, reads it, and never answers a byte. */
+export const startBlackHole = async (): Promise<BlackHole> => {
+  const sockets = new Set<Socket>()
+  let accepted = 0
+  let closedByClient = 0
+  let closing = false
+  let maxOpen = 0
+  const acceptedAt: Array<number> = []
+  const server = createNetServer((s) => {
+    accepted++
+    acceptedAt.push(Date.now())
+    sockets.add(s)
+    maxOpen = Math.max(maxOpen, sockets.size)
+    s.on("data", () => {})
+    s.on("error", () => {})
+    s.on("close", () => {
+      sockets.delete(s)
+      if (!closing) closedByClient++
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as AddressInfo).port
+  return {
+    url: `http://127.0.0.1:${port}`,
+    accepted: () => accepted,
+    closedByClient: () => closedByClient,
+    open: () => sockets.size,
+    maxOpen: () => maxOpen,
+    acceptedAt,
+    waitForAccepted: async (n, timeoutMs = 15_000) => {
+      const deadline = Date.now() + timeoutMs
+      while (accepted < n) {
+        if (Date.now() > deadline) throw new Error(`black hole: expected ${n} connection(s), got ${accepted} after ${timeoutMs} ms`)
+        await new Promise((r) => setTimeout(r, 25))
+      }
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        closing = true
+        for (const s of sockets) s.destroy()
+        server.close(() => resolve())
+      })
+  }
 }

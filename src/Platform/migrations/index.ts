@@ -7,6 +7,8 @@ import webhooks from "./0005_webhooks.js"
 import organizations from "./0006_organizations.js"
 import indexes from "./0007_indexes.js"
 import simulatedChain from "./0008_simulated_chain.js"
+import legacyIds from "./0009_legacy_ids.js"
+import webhookCircuit from "./0010_webhook_circuit.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -16,5 +18,7 @@ export const migrations = {
   "0005_webhooks": webhooks,
   "0006_organizations": organizations,
   "0007_indexes": indexes,
-  "0008_simulated_chain": simulatedChain
+  "0008_simulated_chain": simulatedChain,
+  "0009_legacy_ids": legacyIds,
+  "0010_webhook_circuit": webhookCircuit
 }

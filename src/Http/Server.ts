@@ -1,0 +1,87 @@
+/**
+ * The node:http server, created here with one request listener that
+ * dispatches each request explicitly:
+ *
+ * 1. the observer (metrics and access log, AccessLog.ts) and the drainer
+ *    (Drain.ts) see every request;
+ * 2. the fast lane's typed table (FastLane.ts) takes POST /attest and POST
+ *    /verify when it is on;
+ * 3. everything else goes to the handler that `NodeHttpServer.makeHandler`
+ *    builds for the HttpApi app (with the edge middleware, Edge.ts).
+ *
+ * The layer is an ordinary `HttpServer` implementation: `HttpApiBuilder.serve`
+ * calls its `serve`, which builds that handler. Nothing patches the server.
+ */
+import { HttpServer, HttpServerError } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { createServer } from "node:http"
+import { accessLogObserver } from "./AccessLog.js"
+import type { Drainer } from "./Drain.js"
+import { applyServerLimits } from "./Connections.js"
+import type { TrustProxy } from "../Auth/ClientAddress.js"
+import type { ServerLimits } from "../Platform/Config.js"
+import { fastRouteOf, type FastRoutes, makeFastRoutes, type NodeHandler } from "./FastLane.js"
+
+export interface NodeServerOptions {
+  readonly port: number
+  readonly host: string
+  /** Serve POST /attest and /verify through the fast lane (ATTESTD_FAST_LANE, default on). */
+  readonly fastLane: boolean
+  readonly drainer: Drainer
+  /** Timeouts and connection caps (Connections.ts); node's defaults when absent. */
+  readonly limits?: { readonly server: ServerLimits; readonly trustProxy: TrustProxy } | undefined
+}
+
+const unavailable: NodeHandler = (_req, res) => {
+  res.writeHead(503, { "content-type": "application/json", connection: "close" })
+  res.end(JSON.stringify({ error: true, code: "SERVICE_UNAVAILABLE", message: "the server is starting or stopping", details: null }))
+}
+
+const make = (options: NodeServerOptions) =>
+  Effect.gen(function*() {
+    const observe = yield* accessLogObserver
+    const fast: FastRoutes = options.fastLane ? yield* makeFastRoutes : {}
+    let api: NodeHandler | undefined
+    const server = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        createServer((req, res) => {
+          observe(req, res)
+          options.drainer.track(req, res)
+          ;(fastRouteOf(fast, req) ?? api ?? unavailable)(req, res)
+        })
+      ),
+      (server) =>
+        Effect.async<void>((resume) => {
+          if (!server.listening) return resume(Effect.void)
+          server.close(() => resume(Effect.void))
+        })
+    )
+    options.drainer.server = server
+    if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
+    yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
+      const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
+      server.once("error", onError)
+      server.listen({ port: options.port, host: options.host }, () => {
+        server.off("error", onError)
+        resume(Effect.void)
+      })
+    })
+    const address = server.address()
+    return HttpServer.make({
+      address: typeof address === "string" || address === null
+        ? { _tag: "UnixAddress", path: String(address) }
+        : { _tag: "TcpAddress", hostname: address.address === "::" ? "0.0.0.0" : address.address, port: address.port },
+      serve: (app, middleware) =>
+        Effect.gen(function*() {
+          api = yield* (middleware ? NodeHttpServer.makeHandler(app, middleware) : NodeHttpServer.makeHandler(app))
+          yield* Effect.addFinalizer(() => Effect.sync(() => {
+            api = undefined
+          }))
+        })
+    })
+  })
+
+/** The HTTP server and the platform services the HttpApi handler needs. */
+export const NodeServerLive = (options: NodeServerOptions) =>
+  Layer.scoped(HttpServer.HttpServer, make(options)).pipe(Layer.provideMerge(NodeHttpServer.layerContext))

@@ -1,0 +1,200 @@
+/**
+ * The fast lane (ATTESTD_FAST_LANE, src/Http/FastLane.ts) must answer exactly
+ * as the HttpApi stack. Two servers, each over its own fresh database, one
+ * with the lane on and one with it off, receive the same sequence of requests
+ * (interleaved, so both see the same state and the same clock minute); every
+ * answer must have the same status, the same headers but Date and
+ * X-Request-Id, and the same body. Values that are per instance by nature
+ * (ids, times, signatures, the demo signing key) are compared by shape.
+ *
+ * Positive control: the lane's own counter moves on the lane-on server for
+ * every request it should take, and never on the lane-off one.
+ */
+import { Effect, Metric, Option } from "effect"
+import http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { fastLaneRequests } from "../../src/Platform/Metrics.js"
+import { dialects } from "../helpers/databases.js"
+import { randomHash, startTestServer, type TestServer } from "../helpers/server.js"
+
+interface Request {
+  readonly name: string
+  readonly path: string
+  readonly key?: "good" | "revoked" | "verifyOnly" | "limited" | "bogus" | "basic" | undefined
+  /** The raw body; sent with Content-Length unless `chunked`. */
+  readonly body?: string | undefined
+  readonly chunked?: boolean | undefined
+  readonly contentType?: string | undefined
+  /** Whether the lane should take it (when on). */
+  readonly fast: boolean
+}
+
+interface Answer {
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: unknown
+}
+
+const send = (base: string, keys: Record<string, string>, r: Request): Promise<Answer> =>
+  new Promise((resolve, reject) => {
+    const url = new URL(r.path, base)
+    const headers: Record<string, string> = { connection: "close" }
+    if (r.contentType !== undefined) headers["content-type"] = r.contentType
+    if (r.key === "basic") headers.authorization = "Basic dXNlcjpwYXNz"
+    else if (r.key === "bogus") headers.authorization = "Bearer atk_" + "0".repeat(40)
+    else if (r.key !== undefined) headers.authorization = `Bearer ${keys[r.key]}`
+    if (!r.chunked) headers["content-length"] = String(Buffer.byteLength(r.body ?? ""))
+    const req = http.request(url, { method: "POST", headers, agent: false }, (res) => {
+      const parts: Array<Buffer> = []
+      res.on("data", (c: Buffer) => parts.push(c))
+      res.on("end", () => {
+        const text = Buffer.concat(parts).toString("utf8")
+        const out: Record<string, string> = {}
+        for (const [k, v] of Object.entries(res.headers)) {
+          if (k === "date" || k === "x-request-id") continue
+          out[k] = Array.isArray(v) ? v.join(", ") : String(v)
+        }
+        let body: unknown = text
+        try {
+          body = JSON.parse(text)
+        } catch {
+          // compared as text
+        }
+        resolve({ status: res.statusCode ?? 0, headers: out, body })
+      })
+      res.on("error", reject)
+    })
+    // An early answer (413) may reset the upload; the answer is what counts.
+    req.on("error", reject)
+    if (r.chunked) {
+      const body = r.body ?? ""
+      const step = 1000
+      for (let i = 0; i < body.length; i += step) req.write(body.slice(i, i + step))
+    } else if (r.body) req.write(r.body)
+    req.end()
+  })
+
+/** Values that differ between two instances by nature, replaced by their shape. */
+const PER_INSTANCE = new Set(["id", "timestamp", "signature", "signing_key_id", "claim_id", "etag", "verified_at"])
+
+const masked = (value: unknown, key?: string): unknown => {
+  if (Array.isArray(value)) return value.map((v) => masked(v))
+  if (value !== null && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, k)]))
+  }
+  if (key !== undefined && PER_INSTANCE.has(key) && typeof value === "string") return `<${typeof value}>`
+  return value
+}
+
+const maskedHeaders = (headers: Record<string, string>) => {
+  const out = { ...headers }
+  // The end of the current rate-limit window, in epoch seconds: a clock value.
+  if (out["x-ratelimit-reset"] !== undefined && /^\d+$/.test(out["x-ratelimit-reset"])) out["x-ratelimit-reset"] = "<epoch>"
+  return out
+}
+
+const laneCount = () => Effect.runSync(Metric.value(fastLaneRequests)).count
+
+const matrix = (): ReadonlyArray<Request> => {
+  const h1 = randomHash()
+  const h2 = randomHash()
+  const rows: Array<Request> = []
+  for (const prefix of ["/v1", ""]) {
+    const attest = `${prefix}/attest`
+    const verify = `${prefix}/verify`
+    const hash = prefix === "" ? h2 : h1
+    rows.push(
+      { name: "attest new", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash, source: "s1" }), fast: true },
+      { name: "attest existing", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest with query", path: attest + "?x=1", key: "good", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest text/plain", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash }), contentType: "text/plain", fast: true },
+      { name: "attest bad JSON", path: attest, key: "good", body: "{\"hash_hex\":", fast: true },
+      { name: "attest empty body", path: attest, key: "good", body: "", fast: true },
+      { name: "attest bad hash", path: attest, key: "good", body: JSON.stringify({ hash_hex: "xyz" }), fast: true },
+      { name: "attest upper-case hash", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash.toUpperCase() }), fast: true },
+      { name: "attest unknown field", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash, nope: 1 }), fast: true },
+      { name: "attest extra_data too big", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash, extra_data: { a: "x".repeat(70_000) } }), fast: true },
+      { name: "attest deep nesting", path: attest, key: "good", body: "[".repeat(100) + "]".repeat(100), fast: true },
+      { name: "attest deep nesting, no key", path: attest, body: "[".repeat(100) + "]".repeat(100), fast: true },
+      { name: "attest U+0000", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash, source: "a\u0000b" }), fast: true },
+      { name: "attest NUL in URL", path: attest + "?q=%00", key: "good", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest missing key", path: attest, body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest missing key, bad JSON", path: attest, body: "{", fast: true },
+      { name: "attest Basic auth", path: attest, key: "basic", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest invalid key", path: attest, key: "bogus", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest revoked key", path: attest, key: "revoked", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest wrong scope", path: attest, key: "verifyOnly", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "attest oversized", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash, pad: "a".repeat(1024 * 1024) }), fast: true },
+      { name: "attest chunked", path: attest, key: "good", body: JSON.stringify({ hash_hex: hash }), chunked: true, fast: false },
+      { name: "attest chunked bad hash", path: attest, key: "good", body: JSON.stringify({ hash_hex: "00" }), chunked: true, fast: false },
+      { name: "verify existing", path: verify, body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "verify existing with key", path: verify, key: "good", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "verify with invalid key", path: verify, key: "bogus", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "verify with revoked key", path: verify, key: "revoked", body: JSON.stringify({ hash_hex: hash }), fast: true },
+      { name: "verify unknown", path: verify, body: JSON.stringify({ hash_hex: "ab".repeat(32) }), fast: true },
+      { name: "verify bad hash", path: verify, body: JSON.stringify({ hash_hex: 12 }), fast: true },
+      { name: "verify bad JSON", path: verify, body: "not json", fast: true },
+      { name: "verify empty body", path: verify, body: "", fast: true },
+      { name: "verify oversized", path: verify, body: JSON.stringify({ hash_hex: hash, pad: "a".repeat(1024 * 1024) }), fast: true },
+      { name: "verify chunked", path: verify, body: JSON.stringify({ hash_hex: hash }), chunked: true, fast: false }
+    )
+  }
+  // The per-key limit (3 a minute): the 4th request with that key is refused.
+  for (let i = 0; i < 4; i++) {
+    rows.push({ name: `attest rate-limited key #${i + 1}`, path: "/v1/attest", key: "limited", body: JSON.stringify({ hash_hex: h1 }), fast: true })
+  }
+  // Then the public limit (per address, for callers without an API key) runs out.
+  for (let i = 0; i < 40; i++) {
+    rows.push({ name: `verify public limit #${i + 1}`, path: i % 2 ? "/verify" : "/v1/verify", body: JSON.stringify({ hash_hex: h2 }), fast: true })
+  }
+  rows.push({ name: "attest no key over the public limit", path: "/v1/attest", body: JSON.stringify({ hash_hex: h2 }), fast: true })
+  rows.push({ name: "attest with key over the public limit", path: "/v1/attest", key: "good", body: JSON.stringify({ hash_hex: h2 }), fast: true })
+  return rows
+}
+
+for (const dialect of await dialects()) {
+  describe(`fast lane parity (${dialect})`, () => {
+    const servers: Array<{ server: TestServer; keys: Record<string, string> }> = []
+
+    beforeAll(async () => {
+      for (const fastLane of [true, false]) {
+        const server = await startTestServer(dialect, { fastLane, publicRateLimit: Option.some(60) })
+        const keys: Record<string, string> = {}
+        keys.good = (await server.createKey()).key
+        const revoked = await server.createKey()
+        await server.revokeKey(revoked.id)
+        keys.revoked = revoked.key
+        keys.verifyOnly = (await server.createKey({ scopes: ["metadata:read"] })).key
+        keys.limited = (await server.createKey({ rateLimit: 3 })).key
+        servers.push({ server, keys })
+      }
+    }, 60_000)
+
+    afterAll(async () => {
+      for (const s of servers) await s.server.close()
+    })
+
+    it("answers every request of the matrix identically with the lane on and off", async () => {
+      const [on, off] = servers as [typeof servers[0], typeof servers[0]]
+      const rows = matrix()
+      let taken = 0
+      const statuses = new Set<number>()
+      for (const r of rows) {
+        const before = laneCount()
+        const a = await send(on.server.url, on.keys, r)
+        const mid = laneCount()
+        const b = await send(off.server.url, off.keys, r)
+        const after = laneCount()
+        expect({ row: r.name, lane: mid - before }).toEqual({ row: r.name, lane: r.fast ? 1 : 0 })
+        expect({ row: r.name, lane: after - mid }).toEqual({ row: r.name, lane: 0 })
+        if (r.fast) taken++
+        statuses.add(a.status)
+        expect({ row: r.name, status: a.status, headers: maskedHeaders(a.headers), body: masked(a.body) })
+          .toEqual({ row: r.name, status: b.status, headers: maskedHeaders(b.headers), body: masked(b.body) })
+      }
+      // The matrix reaches every answer it claims to.
+      expect([...statuses].sort()).toEqual([200, 201, 400, 401, 403, 413, 429])
+      expect(taken).toBeGreaterThan(60)
+    }, 120_000)
+  })
+}

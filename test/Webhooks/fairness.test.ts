@@ -1,0 +1,249 @@
+/**
+ * Fair delivery (issue 11 §4): one key's endpoints that never answer must not
+ * delay another key's deliveries, and a webhook that keeps failing is backed
+ * off by its circuit, which still records every attempt's outcome.
+ *
+ * Service level with the TestClock, as retries.test.ts: the test drives
+ * fanOutOnce / sendDueOnce (one pass = one claim of up to SEND_CONCURRENCY
+ * deliveries, awaited) and moves the clock over the 10 s attempt timeouts. The
+ * bound on the healthy key's delay is counted in passes, never in wall time.
+ */
+import { layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Clock, Context, Duration, Effect, Fiber, Layer, Option } from "effect"
+import { TestClock } from "effect"
+import { expect } from "vitest"
+import { Attestor } from "../../src/Attestations/Attestor.js"
+import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
+import { hashSecret } from "../../src/Auth/Domain.js"
+import { formatMillis } from "../../src/Domain/Time.js"
+import { AppLive } from "../../src/main.js"
+import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
+import { WebhookDispatcher } from "../../src/Webhooks/Dispatcher.js"
+import {
+  CIRCUIT_BASE_MS,
+  CIRCUIT_THRESHOLD,
+  KEY_IN_FLIGHT,
+  newSigningSecret,
+  newWebhookId,
+  WEBHOOK_IN_FLIGHT
+} from "../../src/Webhooks/Domain.js"
+import { WebhookRepo } from "../../src/Webhooks/Repo.js"
+import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
+import { randomHex32 } from "../helpers/process.js"
+import { type Answer, type Received, startBlackHole, startReceiver } from "../helpers/webhookReceiver.js"
+
+const MIN = 60_000
+const TIMEOUT = 10_000
+
+class Fixture extends Context.Tag("test/WebhookFairnessFixture")<Fixture, { readonly db: TestDatabase; readonly config: AppConfigShape }>() {}
+
+const FixtureLive = (dialect: "sqlite" | "pg") =>
+  Layer.scoped(
+    Fixture,
+    Effect.acquireRelease(
+      Effect.promise(async () => {
+        const db = await createDatabase(dialect)
+        return { db, config: AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir }) }
+      }),
+      (f) => Effect.promise(() => f.db.drop())
+    )
+  )
+
+const TestLayer = (dialect: "sqlite" | "pg") =>
+  Layer.unwrapEffect(Effect.map(Fixture, (f) => AppLive(f.config, { workers: false }))).pipe(Layer.provideMerge(FixtureLive(dialect)))
+
+const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((r) => setTimeout(r, ms)))
+const advance = (ms: number) => TestClock.adjust(Duration.millis(ms))
+const nowMillis = Clock.currentTimeMillis
+
+const receiver = (answer: (r: Received, i: number) => Answer) =>
+  Effect.acquireRelease(Effect.promise(() => startReceiver({ answer })), (r) => Effect.promise(() => r.close()))
+const blackHole = Effect.acquireRelease(Effect.promise(() => startBlackHole()), (b) => Effect.promise(() => b.close()))
+
+const closeOpenDeliveries = Effect.addFinalizer(() =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE webhook_deliveries SET status = 'failed' WHERE status IN ('pending', 'retrying')`).pipe(
+    Effect.ignore
+  )
+)
+
+const newKey = Effect.gen(function*() {
+  const keys = yield* ApiKeyRepo
+  const created = yield* keys.create({ label: "wh", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
+  return (yield* keys.findByHash(hashSecret(created.secret)))!
+}).pipe(Effect.orDie)
+
+const register = (apiKeyId: string, url: string) =>
+  Effect.gen(function*() {
+    const w = {
+      id: newWebhookId(),
+      apiKeyId,
+      url,
+      events: ["t1_complete"] as const,
+      label: null,
+      failureCount: 0,
+      createdAt: formatMillis(yield* nowMillis),
+      signingSecret: newSigningSecret()
+    }
+    yield* (yield* WebhookRepo).create(w)
+    return w
+  }).pipe(Effect.orDie)
+
+/** Attests `n` new hashes for `key` and writes a t1_complete outbox event for each. */
+const queueEvents = (key: Effect.Effect.Success<typeof newKey>, n: number) =>
+  Effect.gen(function*() {
+    const attested = yield* (yield* Attestor).attest({
+      key,
+      hashes: Array.from({ length: n }, () => randomHex32()),
+      source: null,
+      extraData: null,
+      clientEncrypted: false
+    })
+    const sql = yield* SqlClient.SqlClient
+    const now = formatMillis(yield* nowMillis)
+    for (const a of attested) {
+      yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at) VALUES ('t1_complete', ${a.attestation.seq}, ${now})`
+    }
+    yield* Effect.flatMap(WebhookDispatcher, (d) => d.fanOutOnce)
+  }).pipe(Effect.orDie)
+
+const sendDue = Effect.flatMap(WebhookDispatcher, (d) => d.sendDueOnce)
+
+/** One pass, whatever it claimed: the clock moves 10 s at a time until every attempt of the pass ended. */
+const drivePass = Effect.gen(function*() {
+  const fiber = yield* Effect.fork(sendDue)
+  while (true) {
+    yield* realSleep(150)
+    const done = yield* Fiber.poll(fiber)
+    if (Option.isSome(done)) return yield* Fiber.join(fiber)
+    yield* advance(TIMEOUT)
+  }
+})
+
+const queued = (webhookIds: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    return yield* sql<{ id: number | string; status: string; attempts: number | string; response_code: number | null; response_excerpt: string | null; next_attempt_at: string }>`
+      SELECT id, status, attempts, response_code, response_excerpt, next_attempt_at FROM webhook_deliveries
+      WHERE ${sql.in("webhook_id", webhookIds)} ORDER BY id`
+  }).pipe(Effect.orDie)
+
+const circuitOf = (id: string) => Effect.orDie(Effect.flatMap(WebhookRepo, (r) => r.circuitOf(id)))
+
+for (const dialect of await dialects()) {
+  layer(TestLayer(dialect), { timeout: Duration.seconds(120) })(`fair webhook delivery (${dialect}, TestClock)`, (it) => {
+    it.scoped("a black-hole key with 10 webhooks and 800 queued deliveries: another key's delivery goes out in the first pass; the black hole holds at most its share; its circuits then keep it out", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const hole = yield* blackHole
+        const healthy = yield* receiver(() => 200)
+        const keyA = yield* newKey
+        const hooksA = []
+        for (let i = 0; i < 10; i++) hooksA.push(yield* register(keyA.id, `${hole.url}/a${i}`))
+        yield* queueEvents(keyA, 80)
+        expect(yield* queued(hooksA.map((w) => w.id))).toHaveLength(800)
+        const keyB = yield* newKey
+        const hookB = yield* register(keyB.id, `${healthy.url}/b`)
+        yield* queueEvents(keyB, 1) // queued after all of A's, at the same time
+
+        // pass 1: B is delivered while A's attempts still hang (the clock has not moved, no timeout fired)
+        const fiber = yield* Effect.fork(sendDue)
+        yield* Effect.promise(() => healthy.waitForRequests(1, 15_000))
+        yield* Effect.promise(() => hole.waitForAccepted(KEY_IN_FLIGHT))
+        yield* realSleep(300)
+        expect(hole.accepted()).toBe(KEY_IN_FLIGHT) // A's share, not all 16 slots
+        expect(hole.closedByClient()).toBe(0)
+        yield* advance(TIMEOUT)
+        expect(yield* Fiber.join(fiber)).toBe(KEY_IN_FLIGHT + 1)
+        expect((yield* queued([hookB.id]))[0]).toMatchObject({ status: "succeeded", attempts: 1 })
+
+        // A's webhooks keep timing out; each circuit opens after CIRCUIT_THRESHOLD failures in a row
+        let passes = 1
+        while ((yield* drivePass) > 0) {
+          passes++
+          expect(passes).toBeLessThanOrEqual(Math.ceil((10 * CIRCUIT_THRESHOLD) / KEY_IN_FLIGHT) + 2)
+        }
+        const now = formatMillis(yield* nowMillis)
+        for (const w of hooksA) {
+          const c = (yield* circuitOf(w.id))!
+          expect(c.consecutiveFailures).toBeGreaterThanOrEqual(CIRCUIT_THRESHOLD)
+          expect(c.openUntil! > now).toBe(true)
+        }
+        // nothing of A was dropped; every attempt made is recorded as a timed-out attempt
+        const rowsA = yield* queued(hooksA.map((w) => w.id))
+        expect(rowsA).toHaveLength(800)
+        expect(rowsA.every((d) => d.status === "pending" || d.status === "retrying")).toBe(true)
+        const attempted = rowsA.filter((d) => Number(d.attempts) > 0)
+        expect(attempted.reduce((n, d) => n + Number(d.attempts), 0)).toBe(hole.accepted())
+        expect(attempted.every((d) => d.status === "retrying" && d.response_code === null && /timed out/.test(d.response_excerpt ?? ""))).toBe(true)
+
+        // with A's circuits open, B's next delivery is the only thing a pass sends
+        yield* queueEvents(keyB, 1)
+        const before = hole.accepted()
+        expect(yield* sendDue).toBe(1)
+        yield* Effect.promise(() => healthy.waitForRequests(2, 5000))
+        expect(hole.accepted()).toBe(before)
+      }))
+
+    it.scoped("the circuit: opens after repeated timeouts, delays (never drops or charges) queued deliveries, probes one at a time with a growing period, closes on success", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const r = yield* receiver(() => "hang")
+        const key = yield* newKey
+        const w = yield* register(key.id, r.url)
+        yield* queueEvents(key, 20)
+        const t0 = yield* nowMillis
+        const pass = (expected: number) =>
+          Effect.gen(function*() {
+            const seen = r.requests.length
+            const fiber = yield* Effect.fork(sendDue)
+            yield* Effect.promise(() => r.waitForRequests(seen + expected, 10_000))
+            yield* realSleep(150)
+            expect(r.requests.length).toBe(seen + expected) // at most WEBHOOK_IN_FLIGHT, or 1 when half-open
+            yield* advance(TIMEOUT)
+            expect(yield* Fiber.join(fiber)).toBe(expected)
+          })
+
+        yield* pass(WEBHOOK_IN_FLIGHT)
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: WEBHOOK_IN_FLIGHT, opens: 0, openUntil: null })
+        yield* pass(WEBHOOK_IN_FLIGHT) // the 5th failure in a row opens it at t0 + 20 s
+        const openUntil = formatMillis(t0 + 2 * TIMEOUT + CIRCUIT_BASE_MS)
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 2 * WEBHOOK_IN_FLIGHT, opens: 1, openUntil })
+        let rows = yield* queued([w.id])
+        expect(rows).toHaveLength(20)
+        expect(rows.filter((d) => Number(d.attempts) === 1 && d.status === "retrying" && d.response_code === null)).toHaveLength(8)
+        expect(rows.filter((d) => Number(d.attempts) === 0 && d.status === "pending")).toHaveLength(12)
+        expect(rows.every((d) => d.next_attempt_at >= openUntil)).toBe(true) // delayed, and the record says until when
+        expect(rows.filter((d) => d.next_attempt_at === openUntil)).toHaveLength(12)
+
+        // open: nothing goes out, however often the dispatcher asks
+        expect(yield* sendDue).toBe(0)
+        yield* advance(CIRCUIT_BASE_MS - 1)
+        expect(yield* sendDue).toBe(0)
+        expect(r.requests).toHaveLength(8)
+
+        // half-open: one probe; it times out, so the circuit opens again for twice as long
+        yield* advance(1)
+        yield* pass(1)
+        const reopened = formatMillis(t0 + 2 * TIMEOUT + CIRCUIT_BASE_MS + TIMEOUT + 2 * CIRCUIT_BASE_MS)
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 9, opens: 2, openUntil: reopened })
+        expect(yield* sendDue).toBe(0)
+
+        // the endpoint recovers: the next probe succeeds and closes the circuit; the backlog drains fairly
+        r.setAnswer(() => 200)
+        yield* advance(2 * CIRCUIT_BASE_MS)
+        expect(yield* sendDue).toBe(1)
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 0, opens: 0, openUntil: null })
+        for (let i = 0; i < 10 && r.requests.length < 9 + 20; i++) {
+          expect(yield* sendDue).toBeLessThanOrEqual(WEBHOOK_IN_FLIGHT)
+        }
+        rows = yield* queued([w.id])
+        expect(rows.every((d) => d.status === "succeeded" && d.response_code === 200)).toBe(true)
+        // every request the endpoint saw is an attempt on record, none beyond the retry policy
+        expect(rows.reduce((n, d) => n + Number(d.attempts), 0)).toBe(r.requests.length)
+        expect(rows.every((d) => Number(d.attempts) <= 4)).toBe(true)
+        expect((yield* Effect.orDie(Effect.flatMap(WebhookRepo, (repo) => repo.listOwned(key.id))))[0]!.failureCount).toBe(0)
+        expect((yield* nowMillis) - t0).toBeLessThan(5 * MIN)
+      }))
+  })
+}

@@ -13,7 +13,8 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
 import { DrainLive, makeDrainer } from "./Http/Drain.js"
-import { NodeServerLive } from "./Http/Server.js"
+import { makeFastRoutes } from "./Http/FastLane.js"
+import { NodeServerLive, noFastRoutes } from "./Http/Server.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
@@ -160,7 +161,7 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
     Layer.provideMerge(NodeServerLive({
       port: config.port,
       host: config.host,
-      fastLane: config.fastLane && !tracing,
+      fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
       drainer,
       limits: { server: config.server, trustProxy: config.trustProxy }
     }))

@@ -6,7 +6,7 @@
  * (64 hex, quotes, comma); 80 leaves room for pretty-printed indentation.
  */
 import { BATCH_MAX } from "../Attestations/Domain.js"
-import { DERIVED_LIST_MAX_ITEMS, MATCH_MAX_VALUES } from "../Census/Domain.js"
+import { DERIVED_LIST_MAX_ITEMS, MATCH_MAX_VALUES } from "../Census/Limits.js"
 
 export const MAX_BODY_BYTES = 1024 * 1024
 

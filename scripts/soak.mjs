@@ -235,12 +235,15 @@ const verifyT0 = (jwk, payload, signatureB64) =>
   )
 
 /**
- * Runs one soak. Options: durationMs, killEveryMs [min, max], adminUrl, rateLimit,
- * concurrency, drainTimeoutMs, keep, log (a function for progress lines).
+ * Runs one soak. Options: durationMs, killEveryMs [min, max], minKills (the load
+ * goes on past durationMs, up to 3× it, until that many kills happened: a loaded
+ * machine restarts slowly), adminUrl, rateLimit, concurrency, drainTimeoutMs,
+ * keep, log (a function for progress lines).
  * Resolves with { rows, ok, figures }.
  */
 export const runSoak = async (options = {}) => {
   const durationMs = options.durationMs ?? 60_000
+  const minKills = options.minKills ?? 0
   const [killMin, killMax] = options.killEveryMs ?? [2_000, 5_000]
   const adminUrl = options.adminUrl ?? process.env.SOAK_DATABASE_URL ?? process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
   const rateLimit = options.rateLimit ?? 120
@@ -262,7 +265,9 @@ export const runSoak = async (options = {}) => {
     ATTESTD_OTS_UPGRADE_INTERVAL: "1s",
     ATTESTD_DEMO_CONFIRM_DELAY: "2s",
     ATTESTD_WEBHOOK_RETRY_DELAYS: "500ms,1s,2s,3s,5s,5s,5s,5s,5s,5s",
-    ATTESTD_DEFAULT_RATE_LIMIT: "1000000"
+    ATTESTD_DEFAULT_RATE_LIMIT: "1000000",
+    // load generators and pollers all speak from 127.0.0.1: no public limit per address
+    ATTESTD_PUBLIC_RATE_LIMIT: "0"
   }
   try {
     const dirFor = (name) => {
@@ -328,7 +333,7 @@ export const runSoak = async (options = {}) => {
       }
     })()
     let lastReport = Date.now()
-    while (Date.now() - started < durationMs) {
+    while (Date.now() - started < durationMs || (kills.length < minKills && Date.now() - started < 3 * durationMs)) {
       await sleep(500)
       if (Date.now() - lastReport >= 15_000) {
         lastReport = Date.now()

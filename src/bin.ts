@@ -8,6 +8,7 @@ import { Brand } from "./Brand/Domain.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { formatMillis } from "./Domain/Time.js"
 import { verifyCommand } from "./VerifyCli/Command.js"
+import { stampCommand, upgradeCommand } from "./Stamp/Command.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { parseCidr } from "./Auth/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
@@ -37,7 +38,12 @@ const FLAGS = {
   "trust-proxy": "ATTESTD_TRUST_PROXY",
   "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
   "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
-  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT"
+  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT",
+  "request-timeout": "ATTESTD_REQUEST_TIMEOUT",
+  "headers-timeout": "ATTESTD_HEADERS_TIMEOUT",
+  "keep-alive-timeout": "ATTESTD_KEEP_ALIVE_TIMEOUT",
+  "max-connections": "ATTESTD_MAX_CONNECTIONS",
+  "max-connections-per-address": "ATTESTD_MAX_CONNECTIONS_PER_ADDRESS"
 } as const
 
 const settingOptions = Options.all(
@@ -218,6 +224,28 @@ const restoreCommand = Command.make("restore", { from: Options.text("from").pipe
     yield* Console.log(JSON.stringify(result))
   })).pipe(Command.withDescription("restore a backup into an empty data dir (refuses a non-empty one)"))
 
+const importCommand = Command.make(
+  "import",
+  { file: Args.text({ name: "FILE.jsonl" }).pipe(Args.withDescription("one historical attestation per line (README, Importing historical attestations)")) },
+  ({ file }) =>
+    Effect.gen(function*() {
+      // Loaded on use, like the server: other commands start without it.
+      const { importFile } = yield* Effect.promise(() => import("./Attestations/Import.js"))
+      const report = yield* withDatabase(importFile(file)).pipe(Effect.tapError((e) => Console.error(e.message)))
+      for (const e of report.errors) yield* Console.error(`line ${e.line}: ${e.code} ${e.message}`)
+      const shown = report.errors.slice(0, 100)
+      yield* Console.log(JSON.stringify({
+        file,
+        ...report,
+        errors: shown,
+        ...(shown.length < report.errors.length ? { errors_truncated: report.errors.length - shown.length } : {})
+      }))
+      if (report.failed > 0) return yield* Effect.fail(new Error(`${report.failed} line(s) not imported`))
+    })
+).pipe(Command.withDescription(
+  "import historical attestations from JSONL; each line is checked (its signature with its key) and stored on its own; exit 1 if any line was not imported"
+))
+
 const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(Options.optional) }, ({ url }) =>
   Effect.gen(function*() {
     const config = yield* loadConfig
@@ -233,7 +261,7 @@ const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(
   })).pipe(Command.withDescription("exit 0 when /v1/healthz says ok, 1 otherwise (container health checks)"))
 
 const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, backupCommand, restoreCommand, healthcheck])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, backupCommand, restoreCommand, importCommand, healthcheck])
 )
 
 const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })

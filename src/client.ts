@@ -1,5 +1,18 @@
 /** `attestd/client`: the portable client (Node 20 and browsers; no node:*, no server code). */
-export { AttestdError, type AttestdClient, type ClientOptions, createClient, hashString, hmacDigest, type RetryOptions } from "./Client/Client.js"
+export {
+  type AttestationItem,
+  type AttestdClient,
+  AttestdError,
+  type AttestRequest,
+  type ClientOptions,
+  createClient,
+  type GroupName,
+  hashString,
+  hmacDigest,
+  type RequestOf,
+  type ResponseOf,
+  type RetryOptions
+} from "./Client/Client.js"
 export { hashBlob, hashStream } from "./Client/Hash.js"
 export {
   decryptExtraData,

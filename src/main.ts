@@ -13,7 +13,8 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge } from "./Http/Edge.js"
 import { DrainLive, makeDrainer } from "./Http/Drain.js"
-import { NodeServerLive } from "./Http/Server.js"
+import { makeFastRoutes } from "./Http/FastLane.js"
+import { NodeServerLive, noFastRoutes } from "./Http/Server.js"
 import { HealthChecks } from "./Info/HealthChecks.js"
 import { InfoLive, SigningKeys } from "./Info/Http.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
@@ -35,6 +36,7 @@ import { WebhookRepo } from "./Webhooks/Repo.js"
 import { WebhookDispatcher } from "./Webhooks/Dispatcher.js"
 import { CensusLive, DerivedListsPublicLive } from "./Census/Http.js"
 import { CensusRepo } from "./Census/Repo.js"
+import { DerivedListGatesLive } from "./Census/ListGate.js"
 import { BrandLive } from "./Brand/Http.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
@@ -153,9 +155,16 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
   const drainer = makeDrainer()
   const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
+    Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
     // With tracing on, every request takes the HttpApi path, which opens its span.
-    Layer.provideMerge(NodeServerLive({ port: config.port, host: config.host, fastLane: config.fastLane && !tracing, drainer }))
+    Layer.provideMerge(NodeServerLive({
+      port: config.port,
+      host: config.host,
+      fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
+      drainer,
+      limits: { server: config.server, trustProxy: config.trustProxy }
+    }))
   )))
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))

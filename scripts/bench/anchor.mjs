@@ -16,10 +16,11 @@
 // 3. calendar: makeHttpCalendar against startSimulatedCalendarServer() on 127.0.0.1,
 //    BENCH_ANCHOR_CALLS (200) sequential calls each of submit, upgrade while pending (404)
 //    and upgrade after mine() (200 + proof), after 20 warm-up submits; median / p99.
+import { build } from "esbuild"
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { envInt, envList, table } from "./lib.mjs"
+import { BENCH_DIR, envInt, envList, table } from "./lib.mjs"
 import { defaultDist, directDb, distImport, fmt, makeRuntime, openStore, percentile, quietWait, timedEffect } from "./seal.mjs"
 
 const wire = (ms) => new Date(ms).toISOString().slice(0, 19) + "." + String((ms % 1000) * 1000).padStart(6, "0") + "+00:00"
@@ -84,12 +85,34 @@ const benchTree = async ({ dist, count }) => {
   return { count, best: Math.min(...runs), median: percentile(runs, 50) }
 }
 
+/**
+ * The simulated calendar's HTTP server is a test helper (test/helpers/simulatedCalendarServer.ts),
+ * not part of dist/; it is bundled once into .bench/ (packages stay external).
+ */
+let calendarServerModule
+const loadCalendarServer = async () => {
+  if (calendarServerModule) return calendarServerModule
+  const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
+  const outfile = path.join(BENCH_DIR, "simulatedCalendarServer.mjs")
+  await build({
+    entryPoints: [path.join(root, "test/helpers/simulatedCalendarServer.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    packages: "external",
+    outfile,
+    logLevel: "warning"
+  })
+  calendarServerModule = await import(outfile)
+  return calendarServerModule
+}
+
 const benchAnchorWindow = async ({ dist, kind, calendarMode, count, runs, log }) => {
   const { Effect, Layer } = await import("effect")
   const { Anchorer } = await distImport(dist, "Anchoring/Anchorer.js")
   const { AnchoringRepo } = await distImport(dist, "Anchoring/Repo.js")
   const { OtsCalendar } = await distImport(dist, "Platform/Calendar/OtsCalendar.js")
-  const { startSimulatedCalendarServer } = await distImport(dist, "Platform/Calendar/SimulatedCalendar.js")
+  const { startSimulatedCalendarServer } = await loadCalendarServer()
   const store = await openStore({ kind, section: "anchor", dist })
   const server = calendarMode === "http" ? await startSimulatedCalendarServer() : undefined
   let runtime
@@ -149,7 +172,7 @@ const benchAnchorWindow = async ({ dist, kind, calendarMode, count, runs, log })
 const benchCalendar = async ({ dist, calls }) => {
   const { Effect } = await import("effect")
   const { makeHttpCalendar } = await distImport(dist, "Platform/Calendar/OtsCalendar.js")
-  const { startSimulatedCalendarServer } = await distImport(dist, "Platform/Calendar/SimulatedCalendar.js")
+  const { startSimulatedCalendarServer } = await loadCalendarServer()
   const Ots = await distImport(dist, "Domain/Ots.js")
   const server = await startSimulatedCalendarServer()
   try {

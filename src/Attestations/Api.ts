@@ -21,8 +21,16 @@ export const Source = Schema.String.pipe(
   })
 ).annotations({ description: "Operational label, at most 100 characters; private to the calling key" })
 
-export const ExtraData = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+/**
+ * Any JSON object, passed through as parsed: decoding a Record would rebuild it
+ * by assignment, and assigning a `__proto__` key sets the prototype instead of
+ * keeping the key — extra_data is data, every key of it is kept (issue 11 §7).
+ */
+export const ExtraData = Schema.declare(
+  (u: unknown): u is { readonly [key: string]: unknown } => typeof u === "object" && u !== null && !Array.isArray(u)
+).annotations({
   identifier: "ExtraData",
+  jsonSchema: { type: "object", properties: {}, required: [], additionalProperties: { $id: "/schemas/unknown", title: "unknown" } },
   description:
     "Free JSON object (at most 16 KiB serialized). With client_encrypted it is an opaque blob: any JSON object, stored and returned exactly as sent; the recommended layout (the one attestd's helpers write) is `{alg: \"A256GCM\", iv, ciphertext}` in Base64URL."
 })

@@ -59,7 +59,7 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
           }
           : undefined
         // The key itself rides along so the bundle verifies offline; compare its kid with GET /v1/keys.
-        const publicKey = (yield* keys.active).find((k) => k.kid === a.signingKeyId)
+        const publicKey = yield* keys.byKid(a.signingKeyId)
         return {
           id: a.id,
           hash_hex: a.hashHex as never,

@@ -22,6 +22,7 @@ import {
   SCANS_PER_HOUR,
   signedListPayload
 } from "./Domain.js"
+import { listStatus, liveList as liveListOf } from "./ListGate.js"
 import { CensusRepo, type DerivedList } from "./Repo.js"
 
 /** The calling key when it holds `scope` and belongs to an organisation. */
@@ -30,9 +31,6 @@ const orgKey = (scope: Scope) =>
     key.orgId === null
       ? Effect.fail(new Forbidden({ message: "this operation needs a key that belongs to an organisation (org_id)" }))
       : Effect.succeed(key as ApiKey & { readonly orgId: string }))
-
-const listStatus = (l: DerivedList, now: string): "active" | "expired" | "revoked" =>
-  l.revokedAt !== null ? "revoked" : l.expiresAt <= now ? "expired" : "active"
 
 const info = (l: DerivedList, now: string) => ({
   id: l.id,
@@ -168,14 +166,7 @@ export const DerivedListsPublicLive = HttpApiBuilder.group(Api, "derivedListsPub
     const repo = yield* CensusRepo
     const limiter = yield* RateLimiter
 
-    /** A live list, or 404 (unknown, expired and revoked lists look the same). */
-    const liveList = (id: string) =>
-      Effect.gen(function*() {
-        const l = yield* Effect.orDie(repo.listById(id))
-        const at = formatMillis(yield* Clock.currentTimeMillis)
-        if (!l || listStatus(l, at) !== "active") return yield* new NotFound({ message: `derived list ${id.slice(0, 80)} not found` })
-        return l
-      })
+    const liveList = (id: string) => liveListOf(repo, id)
 
     return handlers
       .handle("match", ({ path, payload }) =>

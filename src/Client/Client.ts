@@ -51,30 +51,33 @@ export class AttestdError extends Error {
   }
 }
 
-import type { AttestBatchPayload, AttestBatchResponse, VerifyBatchPayload } from "../Attestations/Api.js"
+import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import type { Brand } from "effect"
+import type { Api } from "../Api.js"
 
-type Json = Record<string, unknown>
+// Request and response types come from the server's contract (src/Api.ts; type-only
+// imports, nothing of it is loaded at run time): a contract change breaks this client
+// at compile time, as it breaks the Effect client.
+type Groups = typeof Api extends HttpApi.HttpApi<infer _Id, infer G, infer _E, infer _R> ? G : never
+/** The contract's group names (`attestations`, `lookup`, `claims`, …). */
+export type GroupName = HttpApiGroup.HttpApiGroup.Name<Groups>
+type EndpointOf<G extends GroupName, N extends string> = HttpApiEndpoint.HttpApiEndpoint.WithName<
+  HttpApiGroup.HttpApiGroup.EndpointsWithName<Groups, G>,
+  N
+>
+/** Brands of the contract (HashHex, …) are plain strings and numbers on the wire. */
+type Plain<T> = T extends Brand.Brand<any> ? (T extends string ? string : T extends number ? number : T)
+  : T extends Uint8Array ? T
+  : T extends ReadonlyArray<infer U> ? ReadonlyArray<Plain<U>>
+  : T extends object ? { readonly [K in keyof T]: Plain<T[K]> }
+  : T
+/** The JSON body operation `N` of group `G` answers with. */
+export type ResponseOf<G extends GroupName, N extends string> = Plain<HttpApiEndpoint.HttpApiEndpoint.Success<EndpointOf<G, N>>>
+/** The JSON body operation `N` of group `G` takes. */
+export type RequestOf<G extends GroupName, N extends string> = Plain<HttpApiEndpoint.HttpApiEndpoint.Payload<EndpointOf<G, N>>>
 
-export interface AttestRequest {
-  readonly hash_hex: string
-  readonly source?: string | null
-  readonly extra_data?: Json | null
-  readonly client_encrypted?: boolean
-}
-export interface AttestationItem {
-  readonly id: string
-  readonly hash_hex: string
-  readonly timestamp: string
-  readonly signature: string
-  readonly signing_key_id: string
-  readonly format_version: number
-  readonly status: "created" | "existing"
-  readonly etag: string
-  readonly claim_id: number
-  readonly source: string | null
-  readonly extra_data: Json | null
-  readonly client_encrypted: boolean
-}
+export type AttestRequest = RequestOf<"attestations", "attest">
+export type AttestationItem = ResponseOf<"attestations", "attest">
 
 const newRequestId = (): string => {
   const b = crypto.getRandomValues(new Uint8Array(16))
@@ -105,7 +108,7 @@ export const createClient = (options: ClientOptions) => {
   const request = async <A>(
     method: string,
     path: string,
-    init: { body?: unknown; query?: Record<string, string | number | undefined>; retry: boolean; headers?: Record<string, string>; raw?: boolean }
+    init: { body?: unknown; query?: Record<string, string | number | undefined>; retry: boolean; headers?: Record<string, string>; as?: "json" | "text" | "bytes" }
   ): Promise<A> => {
     const requestId = newRequestId()
     const qs = init.query
@@ -126,8 +129,9 @@ export const createClient = (options: ClientOptions) => {
       }
       const retryable = res === null || res.status === 429 || res.status >= 500
       if (res !== null && res.ok) {
-        if (init.raw) return (await res.arrayBuffer()) as A
+        if (init.as === "bytes") return new Uint8Array(await res.arrayBuffer()) as A
         const text = await res.text()
+        if (init.as === "text") return text as A
         return (text === "" ? undefined : JSON.parse(text)) as A
       }
       if (init.retry && retryable && attempt < maxAttempts) {
@@ -158,60 +162,84 @@ export const createClient = (options: ClientOptions) => {
       throw new AttestdError({ status: res.status, code: `HTTP_${res.status}`, message: `HTTP ${res.status}`, requestId: rid })
     }
   }
-  const get = <A = Json>(path: string, query?: Record<string, string | number | undefined>) =>
-    request<A>("GET", path, { retry: true, ...(query ? { query } : {}) })
-  const post = <A = Json>(path: string, body: unknown, retry = true) => request<A>("POST", path, { body, retry })
-  const del = <A = Json>(path: string) => request<A>("DELETE", path, { retry: true })
+  const get = <A>(path: string) => request<A>("GET", path, { retry: true })
+  const post = <A>(path: string, body: unknown, retry = true) => request<A>("POST", path, { body, retry })
+  const del = <A>(path: string) => request<A>("DELETE", path, { retry: true })
   const id = (ref: string) => `/v1/attestation/${enc(ref)}`
+  type R<G extends GroupName, N extends string> = ResponseOf<G, N>
+  type B<G extends GroupName, N extends string> = RequestOf<G, N>
 
   return {
+    /** Any call by path, for what the typed operations do not cover. */
     request,
-    info: () => get("/v1/info"),
-    healthz: () => get("/v1/healthz"),
-    keys: () => get("/v1/keys"),
-    key: (keyId: string) => get(`/v1/keys/${enc(keyId)}`),
-    stats: () => get("/v1/stats"),
-    attest: (body: AttestRequest) => post<AttestationItem>("/v1/attest", body),
-    attestBatch: (body: typeof AttestBatchPayload.Encoded) => post<typeof AttestBatchResponse.Encoded>("/v1/attest/batch", body),
-    verify: (body: { hash_hex: string } & Json) => post("/v1/verify", body),
-    verifyBatch: (body: typeof VerifyBatchPayload.Encoded) => post("/v1/verify/batch", body),
-    lookup: (ref: string) => get(id(ref)),
-    status: (ref: string) => get(`${id(ref)}/status`),
-    signature: (ref: string) => get(`${id(ref)}/signature`),
-    evidence: (ref: string) => get(`${id(ref)}/evidence`),
-    merkle: (ref: string) => get(`${id(ref)}/merkle`),
-    tsa: (ref: string) => get(`${id(ref)}/tsa`),
-    ots: (ref: string) => get(`${id(ref)}/ots`),
-    otsProof: (ref: string) => request<ArrayBuffer>("GET", `${id(ref)}/ots/proof`, { retry: true, raw: true }),
-    getMetadata: (ref: string) => get(`${id(ref)}/metadata`),
-    patchMetadata: (ref: string, patch: { source?: string | null; extra_data?: Json | null; client_encrypted?: boolean }, ifMatch?: string) =>
-      request<Json>("PATCH", `${id(ref)}/metadata`, {
+    // info
+    info: () => get<R<"info", "info">>("/v1/info"),
+    healthz: () => get<R<"info", "healthz">>("/v1/healthz"),
+    keys: () => get<R<"info", "keys">>("/v1/keys"),
+    key: (keyId: string) => get<R<"info", "key">>(`/v1/keys/${enc(keyId)}`),
+    stats: () => get<R<"info", "stats">>("/v1/stats"),
+    tsaCertificates: () => get<R<"info", "tsaCertificates">>("/v1/tsa/certificates"),
+    testVectors: () => get<R<"info", "testVectors">>("/test-vectors.json"),
+    // attest and verify
+    attest: (body: B<"attestations", "attest">) => post<R<"attestations", "attest">>("/v1/attest", body),
+    attestBatch: (body: B<"attestations", "attestBatch">) => post<R<"attestations", "attestBatch">>("/v1/attest/batch", body),
+    verify: (body: B<"verification", "verify">) => post<R<"verification", "verify">>("/v1/verify", body),
+    verifyBatch: (body: B<"verification", "verifyBatch">) => post<R<"verification", "verifyBatch">>("/v1/verify/batch", body),
+    // one attestation and its evidence
+    lookup: (ref: string) => get<R<"lookup", "attestation">>(id(ref)),
+    status: (ref: string) => get<R<"lookup", "status">>(`${id(ref)}/status`),
+    signature: (ref: string) => get<R<"lookup", "signature">>(`${id(ref)}/signature`),
+    evidence: (ref: string) => get<R<"lookup", "evidence">>(`${id(ref)}/evidence`),
+    merkle: (ref: string) => get<R<"proofs", "merkle">>(`${id(ref)}/merkle`),
+    tsa: (ref: string) => get<R<"proofs", "tsa">>(`${id(ref)}/tsa`),
+    tsaDetails: (ref: string) => get<R<"proofs", "tsaDetails">>(`${id(ref)}/tsa/details`),
+    ots: (ref: string) => get<R<"anchors", "ots">>(`${id(ref)}/ots`),
+    /** The standard OpenTimestamps file (`.ots`) bytes. */
+    otsProof: (ref: string) => request<Uint8Array>("GET", `${id(ref)}/ots/proof`, { retry: true, as: "bytes" }),
+    // the caller's claim: metadata and tags
+    getMetadata: (ref: string) => get<R<"claims", "getMetadata">>(`${id(ref)}/metadata`),
+    /** `ifMatch`: the etag last read; a concurrent change then fails with 412 instead of being overwritten. */
+    patchMetadata: (ref: string, patch: B<"claims", "patchMetadata">, ifMatch?: string) =>
+      request<R<"claims", "patchMetadata">>("PATCH", `${id(ref)}/metadata`, {
         body: patch,
         retry: false,
         ...(ifMatch !== undefined ? { headers: { "if-match": `"${ifMatch.replace(/^"|"$/g, "")}"` } } : {})
       }),
-    deleteMetadata: (ref: string) => del(`${id(ref)}/metadata`),
-    getTags: (ref: string) => get(`${id(ref)}/tags`),
-    putTags: (ref: string, body: Json) => request<Json>("PUT", `${id(ref)}/tags`, { body, retry: true }),
-    deleteTag: (ref: string, key: string) => del(`${id(ref)}/tags/${enc(key)}`),
-    queryTags: (body: Json) => post("/v1/tags/query", body),
-    createShareToken: (body: Json) => post("/v1/share-tokens", body, false),
-    listShareTokens: () => get("/v1/share-tokens"),
-    getShareToken: (tokenId: string) => get(`/v1/share-tokens/${enc(tokenId)}`),
-    revokeShareToken: (tokenId: string) => del(`/v1/share-tokens/${enc(tokenId)}`),
-    shareTokenAccessLog: (tokenId: string) => get(`/v1/share-tokens/${enc(tokenId)}/access-log`),
-    registerWebhook: (body: Json) => post("/v1/webhook/register", body, false),
-    listWebhooks: () => get("/v1/webhooks"),
-    removeWebhook: (webhookId: string) => del(`/v1/webhook/${enc(webhookId)}`),
-    webhookDeliveries: (webhookId: string) => get(`/v1/webhook/${enc(webhookId)}/deliveries`),
-    scan: (body: Json) => post("/v1/scan", body),
-    inventoryStats: () => get("/v1/inventory/stats"),
-    createDerivedList: (body: Json) => post("/v1/derived-lists", body, false),
-    listDerivedLists: () => get("/v1/derived-lists"),
-    getDerivedList: (listId: string) => get(`/v1/derived-lists/${enc(listId)}`),
-    revokeDerivedList: (listId: string) => del(`/v1/derived-lists/${enc(listId)}`),
-    derivedListAccessLog: (listId: string) => get(`/v1/derived-lists/${enc(listId)}/access-log`),
-    matchDerivedList: (listId: string, body: Json) => post(`/v1/derived-lists/${enc(listId)}/match`, body)
+    deleteMetadata: (ref: string) => del<R<"claims", "deleteMetadata">>(`${id(ref)}/metadata`),
+    getTags: (ref: string) => get<R<"tags", "getTags">>(`${id(ref)}/tags`),
+    putTags: (ref: string, body: B<"tags", "putTags">) => request<R<"tags", "putTags">>("PUT", `${id(ref)}/tags`, { body, retry: true }),
+    deleteTag: (ref: string, key: string) => del<R<"tags", "deleteTag">>(`${id(ref)}/tags/${enc(key)}`),
+    queryTags: (body: B<"tags", "queryTags">) => post<R<"tags", "queryTags">>("/v1/tags/query", body),
+    // share tokens
+    createShareToken: (body: B<"shareTokens", "create">) => post<R<"shareTokens", "create">>("/v1/share-tokens", body, false),
+    listShareTokens: () => get<R<"shareTokens", "list">>("/v1/share-tokens"),
+    getShareToken: (tokenId: string) => get<R<"shareTokens", "get">>(`/v1/share-tokens/${enc(tokenId)}`),
+    revokeShareToken: (tokenId: string) => del<R<"shareTokens", "revoke">>(`/v1/share-tokens/${enc(tokenId)}`),
+    shareTokenAccessLog: (tokenId: string) => get<R<"shareTokens", "accessLog">>(`/v1/share-tokens/${enc(tokenId)}/access-log`),
+    // webhooks
+    registerWebhook: (body: B<"webhooks", "register">) => post<R<"webhooks", "register">>("/v1/webhook/register", body, false),
+    listWebhooks: () => get<R<"webhooks", "list">>("/v1/webhooks"),
+    removeWebhook: (webhookId: string) => del<R<"webhooks", "remove">>(`/v1/webhook/${enc(webhookId)}`),
+    webhookDeliveries: (webhookId: string) => get<R<"webhooks", "deliveries">>(`/v1/webhook/${enc(webhookId)}/deliveries`),
+    // inventory and derived lists
+    scan: (body: B<"census", "scan">) => post<R<"census", "scan">>("/v1/scan", body),
+    inventoryStats: () => get<R<"census", "inventoryStats">>("/v1/inventory/stats"),
+    createDerivedList: (body: B<"census", "createList">) => post<R<"census", "createList">>("/v1/derived-lists", body, false),
+    listDerivedLists: () => get<R<"census", "lists">>("/v1/derived-lists"),
+    getDerivedList: (listId: string) => get<R<"census", "getList">>(`/v1/derived-lists/${enc(listId)}`),
+    revokeDerivedList: (listId: string) => del<R<"census", "revokeList">>(`/v1/derived-lists/${enc(listId)}`),
+    derivedListAccessLog: (listId: string) => get<R<"census", "listAccessLog">>(`/v1/derived-lists/${enc(listId)}/access-log`),
+    /** Public: the body carries list_key and the values of deriveValues(list_key, yourHashes). */
+    matchDerivedList: (listId: string, body: B<"derivedListsPublic", "match">) =>
+      post<R<"derivedListsPublic", "match">>(`/v1/derived-lists/${enc(listId)}/match`, body),
+    derivedListSignature: (listId: string) => get<R<"derivedListsPublic", "signature">>(`/v1/derived-lists/${enc(listId)}/signature`),
+    // branding and the demo's simulated chain
+    brand: (slug: string) => get<R<"brand", "brand">>(`/v1/brand/${enc(slug)}`),
+    simulatedChainHeaders: () => get<R<"simulatedChain", "headers">>("/v1/simulated-chain/headers"),
+    /** Hash (hex) of the simulated block at `height`. */
+    simulatedBlockHash: (height: number) => request<string>("GET", `/v1/simulated-chain/block-height/${height}`, { retry: true, as: "text" }),
+    /** The 80-byte header (hex) of a simulated block. */
+    simulatedBlockHeader: (hash: string) => request<string>("GET", `/v1/simulated-chain/block/${enc(hash)}/header`, { retry: true, as: "text" })
   }
 }
 

@@ -78,3 +78,14 @@ export const isApiError = (u: unknown): u is ApiError =>
 
 export const describeApiError = (e: ApiError): { readonly code: string; readonly status: number } =>
   byTag.get(e._tag)!
+
+/**
+ * A short excerpt of caller input for an error message: at most `max` code
+ * points, marked when cut. Errors name the path and the rule; they never echo
+ * a whole value (a 7 MB body must not come back twice).
+ */
+export const excerpt = (text: string, max = 48): string => {
+  if (text.length <= max) return text
+  const points = Array.from(text.slice(0, max * 2))
+  return points.length <= max ? points.join("") : points.slice(0, max).join("") + "…"
+}

@@ -8,5 +8,8 @@ export const Jwk = Schema.Struct({
   kid: Schema.String,
   x: Schema.String,
   y: Schema.String,
-  use: Schema.optional(Schema.Literal("sig"))
+  use: Schema.optional(Schema.Literal("sig")),
+  status: Schema.optional(Schema.Literal("retired").annotations({
+    description: "Present on keys that sign nothing new: the keys of imported historical attestations (attestd import). Their signatures stay verifiable."
+  }))
 }).annotations({ identifier: "PublicJwk" })

@@ -7,7 +7,8 @@
  * 1. let the event loop take in what is already on the wire (connections in
  *    the accept queue, request bytes in socket buffers), then stop listening;
  * 2. every response from now on carries `Connection: close`;
- * 3. wait until no request is in flight and none has arrived for 250 ms (bounded
+ * 3. wait until no request is in flight and none has arrived for 250 ms and 10
+ *    turns of the event loop (bounded
  *    by ATTESTD_SHUTDOWN_TIMEOUT), then close idle keep-alive connections, or every
  *    connection on timeout.
  *
@@ -30,6 +31,8 @@ export interface Drainer {
 
 /** How long the server must see no request before idle keep-alive connections are closed. */
 const QUIET_MS = 250
+/** …and for at least this many turns of the event loop (each polls the sockets). */
+const QUIET_TURNS = 10
 
 const turn = () => new Promise<void>((r) => setImmediate(r))
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -64,13 +67,19 @@ export const makeDrainer = (): Drainer => {
       // before the signal, on a connection the server has not read yet (a loaded machine
       // can take tens of ms to get there); such a request is answered (with Connection:
       // close) rather than reset. Each request seen restarts the quiet period.
+      // Quiet is counted in time AND in turns of the event loop: a process starved of CPU
+      // (a loaded host) can see 250 ms pass in one turn, before it has polled its sockets.
       let quietSince = inFlight.size === 0 ? Date.now() : undefined
+      let quietTurns = 0
       let seen = requests
       while (Date.now() < deadline) {
-        if (inFlight.size > 0 || requests !== seen) quietSince = undefined
-        else if (quietSince === undefined) quietSince = Date.now()
+        if (inFlight.size > 0 || requests !== seen) {
+          quietSince = undefined
+          quietTurns = 0
+        } else if (quietSince === undefined) quietSince = Date.now()
+        else quietTurns++
         seen = requests
-        if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS) break
+        if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS && quietTurns >= QUIET_TURNS) break
         await pause(20)
       }
       const drained = inFlight.size === 0

@@ -8,28 +8,23 @@ import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Either, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
+import { CurrentPrincipal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Auth/ClientAddress.js"
+import type { Scope } from "../Auth/Domain.js"
+import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import { requestMetas } from "./AccessLog.js"
+import { bodyLimitOf } from "./BodyLimits.js"
+import { BodyGates } from "./BodyGates.js"
+import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
 
-export const MAX_BODY_BYTES = 1024 * 1024
-
-/**
- * Bulk routes whose spec limits do not fit in 1 MiB (spec 8): a scan of 50,000
- * hashes and a match of 50,000 values (~3.4 MB of JSON), a derived list of
- * 100,000 hashes (~6.7 MB).
- */
-export const MAX_BULK_BODY_BYTES = 8 * 1024 * 1024
-const BULK_ROUTES = /^\/(scan|derived-lists|derived-lists\/[^/]+\/match)\/?$/
-
-/** The body limit of a request, by method and path (without the /v1 prefix). */
-export const bodyLimitOf = (method: string, path: string): number =>
-  method === "POST" && BULK_ROUTES.test(path) ? MAX_BULK_BODY_BYTES : MAX_BODY_BYTES
+export { MAX_BODY_BYTES } from "./BodyLimits.js"
 
 interface KnownRoute {
   readonly method: string
@@ -59,23 +54,45 @@ const notFoundOrMethod = (routes: ReadonlyArray<KnownRoute>, method: string, url
   const allowed = routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
   return allowed.length > 0 && !allowed.includes(method)
     ? new Errors.MethodNotAllowed({
-      message: `${method} is not allowed on ${path.slice(0, 200)}`,
+      message: `${method} is not allowed on ${Errors.excerpt(path, 80)}`,
       details: { allowed: [...new Set(allowed)] }
     })
-    : new Errors.NotFound({ message: `no route for ${method} ${path.slice(0, 200)}` })
+    : new Errors.NotFound({ message: `no route for ${method} ${Errors.excerpt(path, 80)}` })
+}
+
+const MAX_ISSUES = 20
+const MAX_RULE_CHARS = 160
+
+/**
+ * One schema issue as the caller sees it: the path (each segment cut to a few
+ * dozen characters: keys are input too) and the rule. Effect's formatters end
+ * a type error with ", actual <the whole value>", which is dropped here: an
+ * error never echoes the value it refuses.
+ */
+const safeIssue = (issue: { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }) => {
+  const actual = issue.message.indexOf(", actual ")
+  const rule = actual >= 0 ? issue.message.slice(0, actual) : issue.message
+  return {
+    path: issue.path.map((p) => (typeof p === "number" ? p : Errors.excerpt(String(p)))),
+    message: Errors.excerpt(rule, MAX_RULE_CHARS)
+  }
 }
 
 const decodeErrorDetails = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
   const seen = new Set<string>()
-  return issues
-    .map((i) => ({ path: i.path.map((p) => (typeof p === "symbol" ? String(p) : p)), message: i.message }))
-    .filter((d) => {
-      const k = JSON.stringify(d)
-      return seen.has(k) ? false : (seen.add(k), true)
-    })
+  const details: Array<ReturnType<typeof safeIssue>> = []
+  for (const issue of issues) {
+    const d = safeIssue(issue)
+    const k = JSON.stringify(d)
+    if (seen.has(k)) continue
+    seen.add(k)
+    details.push(d)
+    if (details.length === MAX_ISSUES) break
+  }
+  return details
 }
 
-/** The VALIDATION_ERROR for schema issues: the first one in the message, all in details. */
+/** The VALIDATION_ERROR for schema issues: the first one in the message, at most 20 in details, no input echoed. */
 export const validationErrorFromIssues = (
   issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>
 ): Errors.ValidationError => {
@@ -202,10 +219,32 @@ export const requestMetaOf = (
 })
 
 /**
- * What the edge refuses before it reads a body, in this order: a declared body
- * over the route's limit (413), the public per-address rate limit for callers
- * without an API key (429; the verdict is kept on `meta` for the headers), and
- * U+0000 in the request target (400). Succeeds with the refusal, if any.
+ * Whether the edge counts a request against the public limit of its address: every
+ * request but those to a keyed route that carry a bearer credential. Those are counted
+ * against their key, or against the address when the credential fails (Authenticator),
+ * so an `Authorization` header by itself never exempts a request.
+ */
+export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undefined): boolean =>
+  !keyedRoute || authorization === undefined || !authorization.startsWith("Bearer ")
+
+/** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
+const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
+
+/** The scope check of a keyed route, from the scopes its contract documents. */
+const requireRouteScopes = (scopes: ReadonlyArray<Scope>) => scopes.length === 1 ? requireScope(scopes[0]!) : requireAnyScope(scopes)
+
+const ROUTES = apiRoutes()
+
+/**
+ * What the edge refuses before it reads a body, in this order: the public
+ * per-address rate limit (429; the verdict is kept on `meta` for the headers;
+ * see chargedAtEdge), U+0000 in the request target (400); then,
+ * for a request with a body, on a keyed route the key (401; 403 for its
+ * environment or allow-list; 429 for its limit; the principal is kept on
+ * `meta` for the bearer middleware) and the scope the route documents (403),
+ * and the route's own gate (a public match: its list exists, 404); last a
+ * declared body over the route's limit (413). So a stranger, or a key without
+ * the scope, never gets a body read or validated. Succeeds with the refusal, if any.
  */
 export const admitRequest = (
   config: AppConfigShape,
@@ -213,27 +252,45 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter> =>
+): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator> =>
   Effect.gen(function*() {
-    const limit = bodyLimitOf(method, meta.path)
+    const match = matchRoute(ROUTES, method, meta.path)
+    if (Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))) {
+      const charged = yield* Effect.either(chargePublic(config, yield* RateLimiter, meta))
+      if (charged._tag === "Left") return charged.left
+    }
+    if (urlHasNul(url)) return NUL_IN_URL()
+    if (match !== undefined && method !== "GET" && method !== "HEAD") {
+      const refused = yield* beforeBody(match, headerOf(headers, "authorization"), meta).pipe(
+        Effect.flip,
+        Effect.option,
+        Effect.provideService(RequestMeta, meta)
+      )
+      if (Option.isSome(refused)) return refused.value
+    }
+    const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
     const length = Number(headerOf(headers, "content-length") ?? "0")
     if (length > limit) {
       return new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
     }
-    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(headerOf(headers, "authorization") ?? "")) {
-      const limiter = yield* RateLimiter
-      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
-      meta.rateLimit = verdict
-      if (!verdict.allowed) {
-        return new Errors.RateLimited({
-          message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
-          rateLimit: verdict
-        })
-      }
-    }
-    if (urlHasNul(url)) return NUL_IN_URL()
     return undefined
   })
+
+const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape) =>
+  Effect.gen(function*() {
+    if (match.route.keyed) {
+      const auth = yield* Authenticator
+      const principal = yield* auth.authenticate(bearerToken(authorization))
+      meta.principal = principal
+      if (match.route.scopes) yield* Effect.provideService(requireRouteScopes(match.route.scopes), CurrentPrincipal, principal)
+    }
+    const gate = (yield* BodyGates).get(match.route.id)
+    if (gate) yield* gate(match.params)
+  })
+
+/** The body limit of the route a request reaches. */
+export const bodyLimitOfRequest = (config: AppConfigShape, method: string, path: string): number =>
+  bodyLimitOf(matchRoute(ROUTES, method, path)?.route.id, config.scanMaxHashes)
 
 /** The headers the edge adds to every response: X-Request-Id and, once a limit counted the request, X-RateLimit-*. */
 export const edgeHeaders = (meta: RequestMetaShape, responseHasRateLimit: boolean): Record<string, string> => {
@@ -283,7 +340,7 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
 }
 
 /** The server-level middleware given to HttpApiBuilder.serve. */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter> =>
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -294,9 +351,14 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
       HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
-    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta)
-    if (refused) return finish(errorResponse(refused))
-    const limit = bodyLimitOf(request.method, meta.path)
+    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta).pipe(
+      Effect.map((e) => e && errorResponse(e)),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)
+      )
+    )
+    if (refused) return finish(refused)
+    const limit = bodyLimitOfRequest(config, request.method, meta.path)
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
     const normalized = normalizeRequest(request, url)
     if (request.method !== "GET" && request.method !== "HEAD") {
@@ -306,7 +368,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
         HttpServerRequest.withMaxBodySize(Option.some(limit)),
         Effect.mapError((e) =>
           isBodyTooLarge(e)
-            ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })
+            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
             : INVALID_JSON()
         ),
         Effect.either

@@ -91,7 +91,7 @@ export const makeFastRoutes = Effect.gen(function*() {
   const attestor = yield* Attestor
   const quota = yield* Quota
   const repo = yield* AttestationRepo
-  const runtime = yield* Effect.runtime<RateLimiter>()
+  const runtime = yield* Effect.runtime<RateLimiter | Authenticator>()
   const runFork = Runtime.runFork(runtime)
 
   const write = (res: ServerResponse, reply: Reply, extra: Record<string, string>) => {
@@ -138,7 +138,9 @@ export const makeFastRoutes = Effect.gen(function*() {
   const routes: FastRoutes = {
     "POST /attest": entry((text, headers) =>
       Effect.gen(function*() {
-        const principal = yield* auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim())
+        // admitRequest authenticated the key and checked the attest scope before the body was read
+        const meta = yield* RequestMeta
+        const principal = meta.principal ?? (yield* auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim()))
         const payload = yield* decodeJson(AttestPayload, text)
         return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
       })),

@@ -3,6 +3,7 @@
  * rate-limit verdict that the edge writes back as X-RateLimit-* headers.
  */
 import { Context, Effect, Option } from "effect"
+import type { Principal } from "../Auth/Api.js"
 import type { RateLimitInfo } from "../Domain/Errors.js"
 
 export interface RequestMetaShape {
@@ -12,6 +13,10 @@ export interface RequestMetaShape {
   rateLimit: RateLimitInfo | undefined
   /** The id (never the secret) of the API key that authenticated, for the access log. */
   keyId?: string | undefined
+  /** Set when the edge authenticated the request before reading its body; the bearer middleware reuses it. */
+  principal?: Principal | undefined
+  /** Set once the request was counted against the public limit of its address (it is counted once). */
+  publicCharged?: boolean | undefined
 }
 
 export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}

@@ -16,27 +16,47 @@ import { HttpServer, HttpServerError } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
+import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
-import { fastRouteOf, type FastRoutes, makeFastRoutes, type NodeHandler } from "./FastLane.js"
+import { applyServerLimits } from "./Connections.js"
+import type { TrustProxy } from "../Auth/ClientAddress.js"
+import type { ServerLimits } from "../Platform/Config.js"
+import { headerOf, requestIdOf } from "./Edge.js"
+import { errorParts } from "./Envelope.js"
+import { fastRouteOf, type FastRoutes, type NodeHandler } from "./FastLane.js"
 
-export interface NodeServerOptions {
+export interface NodeServerOptions<R> {
   readonly port: number
   readonly host: string
-  /** Serve POST /attest and /verify through the fast lane (ATTESTD_FAST_LANE, default on). */
-  readonly fastLane: boolean
+  /** The fast lane's table (`makeFastRoutes`), or an empty one when it is off (ATTESTD_FAST_LANE=off). */
+  readonly fastRoutes: Effect.Effect<FastRoutes, never, R>
   readonly drainer: Drainer
+  /** Timeouts and connection caps (Connections.ts); node's defaults when absent. */
+  readonly limits?: { readonly server: ServerLimits; readonly trustProxy: TrustProxy } | undefined
 }
 
-const unavailable: NodeHandler = (_req, res) => {
-  res.writeHead(503, { "content-type": "application/json", connection: "close" })
-  res.end(JSON.stringify({ error: true, code: "SERVICE_UNAVAILABLE", message: "the server is starting or stopping", details: null }))
+/** No fast entries: every request takes the HttpApi path. */
+export const noFastRoutes: Effect.Effect<FastRoutes> = Effect.succeed({})
+
+/** Before the HttpApi handler is installed (listening, layers still starting) and after it is removed. */
+const unavailable: NodeHandler = (req, res) => {
+  const { body, headers, status } = errorParts(new ServiceUnavailable({ message: "the server is starting or stopping; retry shortly" }))
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    ...headers,
+    "content-type": "application/json",
+    "content-length": String(Buffer.byteLength(text)),
+    "x-request-id": requestIdOf(headerOf(req.headers, "x-request-id")),
+    connection: "close"
+  })
+  res.end(text)
 }
 
-const make = (options: NodeServerOptions) =>
+const make = <R>(options: NodeServerOptions<R>) =>
   Effect.gen(function*() {
     const observe = yield* accessLogObserver
-    const fast: FastRoutes = options.fastLane ? yield* makeFastRoutes : {}
+    const fast = yield* options.fastRoutes
     let api: NodeHandler | undefined
     const server = yield* Effect.acquireRelease(
       Effect.sync(() =>
@@ -53,6 +73,7 @@ const make = (options: NodeServerOptions) =>
         })
     )
     options.drainer.server = server
+    if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
     yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
       const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
       server.once("error", onError)
@@ -77,5 +98,5 @@ const make = (options: NodeServerOptions) =>
   })
 
 /** The HTTP server and the platform services the HttpApi handler needs. */
-export const NodeServerLive = (options: NodeServerOptions) =>
+export const NodeServerLive = <R>(options: NodeServerOptions<R>) =>
   Layer.scoped(HttpServer.HttpServer, make(options)).pipe(Layer.provideMerge(NodeHttpServer.layerContext))

@@ -45,14 +45,27 @@ export const FEATURES = [
   "brands"
 ] as const
 
+export type ListedJwk = PublicJwk & { readonly status?: "retired" }
+
 export class SigningKeys extends Effect.Service<SigningKeys>()("Info/SigningKeys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const active = Effect.map(
-      sql<{ jwk: string }>`SELECT jwk FROM signing_keys WHERE active = ${sql.onDialectOrElse({ pg: () => true, orElse: () => 1 })} ORDER BY created_at, kid`,
-      (rows) => rows.map((r) => JSON.parse(r.jwk) as PublicJwk)
-    ).pipe(Effect.orDie)
-    return { active }
+    const isActive = (v: unknown) => v === true || v === 1 || v === "1" || v === "t"
+    const rows = sql<{ jwk: string; active: unknown }>`SELECT jwk, active FROM signing_keys ORDER BY created_at, kid`.pipe(Effect.orDie)
+    /** The keys this instance signs with. */
+    const active = Effect.map(rows, (rs) => rs.filter((r) => isActive(r.active)).map((r) => JSON.parse(r.jwk) as PublicJwk))
+    /** Every published key: the active ones, then the retired keys of imported historical attestations. */
+    const listed = Effect.map(rows, (rs): Array<ListedJwk> => [
+      ...rs.filter((r) => isActive(r.active)).map((r) => JSON.parse(r.jwk) as PublicJwk),
+      ...rs.filter((r) => !isActive(r.active)).map((r) => ({ ...(JSON.parse(r.jwk) as PublicJwk), status: "retired" as const }))
+    ])
+    /** The bare JWK of a published key (active or retired), for evidence bundles. */
+    const byKid = (kid: string) =>
+      Effect.map(
+        sql<{ jwk: string }>`SELECT jwk FROM signing_keys WHERE kid = ${kid}`.pipe(Effect.orDie),
+        (rs) => (rs[0] ? (JSON.parse(rs[0].jwk) as PublicJwk) : undefined)
+      )
+    return { active, listed, byKid }
   })
 }) {}
 
@@ -108,9 +121,9 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
             ...counts
           }
         }))
-      .handle("keys", () => Effect.map(keys.active, (jwks) => ({ keys: jwks })))
+      .handle("keys", () => Effect.map(keys.listed, (jwks) => ({ keys: jwks })))
       .handle("key", ({ path }) =>
-        Effect.flatMap(keys.active, (jwks) => {
+        Effect.flatMap(keys.listed, (jwks) => {
           const k = jwks.find((j) => j.kid === path.key_id.trim())
           return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
         }))

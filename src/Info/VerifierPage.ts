@@ -97,7 +97,8 @@ export const VerifierPageLive = HttpApiBuilder.Router.use((router) =>
         )
       }
       const req = yield* HttpServerRequest.HttpServerRequest
-      const jwks = yield* keys.active
+      // Retired keys too: the imported historical attestations they signed verify here as well.
+      const jwks = yield* keys.listed
       // In demo mode the simulated chain is the instance's own (read here, not over HTTP).
       const simulatedHeaders = Option.isSome(chain)
         ? Object.fromEntries((yield* chain.value.blocks).map((b) => [String(b.height), b.header]))

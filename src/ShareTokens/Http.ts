@@ -6,7 +6,7 @@ import { findAttestation } from "../Attestations/Http.js"
 import { requireScope } from "../Auth/Http.js"
 import { hashSecret } from "../Auth/Domain.js"
 import { ClaimRepo } from "../Claims/Repo.js"
-import { NotFound, ValidationError } from "../Domain/Errors.js"
+import { excerpt, NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { newShareTokenId, newShareTokenSecret } from "./Domain.js"
 import { type ShareToken, ShareTokenRepo, shareTokenState } from "./Repo.js"
@@ -48,7 +48,7 @@ export const ShareTokensLive = HttpApiBuilder.group(Api, "shareTokens", (handler
           if (missing.length > 0) {
             return yield* new ValidationError({
               message: "share tokens may only list attestations on which this key holds a claim",
-              details: [{ path: ["attestation_ids"], message: "not claimed by this key", ids: missing }]
+              details: [{ path: ["attestation_ids"], message: "not claimed by this key", ids: missing.map((id) => excerpt(id)) }]
             })
           }
           const t = yield* Clock.currentTimeMillis

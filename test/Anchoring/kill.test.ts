@@ -12,7 +12,7 @@
 import { execFileSync } from "node:child_process"
 import { existsSync } from "node:fs"
 import { describe, expect, it } from "vitest"
-import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { checkAnchoringInvariants, poll, sleep, withDb } from "../helpers/anchoring.js"
 import {
@@ -126,6 +126,6 @@ for (const dialect of await dialects()) {
         await cal.close()
         await db.drop()
       }
-    }, 90_000)
+    }, 180_000)
   })
 }

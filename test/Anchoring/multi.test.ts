@@ -8,7 +8,7 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { startSimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { createPgDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import {
   attestLoad,

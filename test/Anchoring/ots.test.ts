@@ -8,13 +8,8 @@ import { Duration, Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Anchorer } from "../../src/Anchoring/Anchorer.js"
 import { bitcoinAttestations, bytesToHex, parseDetachedFile } from "../../src/Domain/Ots.js"
-import {
-  SIMULATED_CALENDAR_URL,
-  SIMULATED_START_HEIGHT,
-  type SimulatedCalendarServer,
-  simulatedBlockHeaders,
-  startSimulatedCalendarServer
-} from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { SIMULATED_CALENDAR_URL, SIMULATED_START_HEIGHT, simulatedBlockHeaders } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { parseHeader } from "../../src/Domain/BitcoinHeader.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
 import { dialects } from "../helpers/databases.js"

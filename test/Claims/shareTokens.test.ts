@@ -7,7 +7,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { attestWith } from "../helpers/claims.js"
 import { dialects } from "../helpers/databases.js"
-import { client, expectEnvelope, randomHash, setLegacyId, startTestServer, type TestServer, WIRE_TIME } from "../helpers/server.js"
+import { importLines } from "../../src/Attestations/Import.js"
+import { historicalKey, historicalRecord } from "../helpers/historical.js"
+import { client, expectEnvelope, randomHash, startTestServer, type TestServer, WIRE_TIME } from "../helpers/server.js"
 
 const SHR = /^shr_[A-Za-z0-9_-]{32}$/
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
@@ -172,12 +174,18 @@ for (const dialect of await dialects()) {
     })
 
     it("an attestation listed twice (id and legacy numeric handle) is listed once", async () => {
-      await setLegacyId(server, att.id, 31337)
-      expect((await client(server.url).get("/v1/attestation/31337")).body.id).toBe(att.id)
-      const r = await create({ attestation_ids: [att.id, "31337", ` ${att.id}`], expires_in: 60 })
+      // An imported historical record (legacy number 31337) the owner then attests too: its claim.
+      const historical = historicalRecord(historicalKey(), { hash_hex: randomHash(), legacy_id: 31337 })
+      expect(await server.run(importLines([JSON.stringify(historical)]))).toMatchObject({ imported: 1, failed: 0 })
+      const claimed = await attestWith(owner, { hash_hex: historical.hash_hex, source: "historical-src" })
+      expect(claimed.status).toBe("existing")
+      expect((await client(server.url).get("/v1/attestation/31337")).body.id).toBe(claimed.id)
+      const r = await create({ attestation_ids: [claimed.id, "31337", ` ${claimed.id}`], expires_in: 60 })
       expect(r.status).toBe(201)
-      expect(r.body.attestation_ids).toEqual([att.id])
-      expect((await owner.get(`/v1/share-tokens/${r.body.id}`)).body.attestation_ids).toEqual([att.id])
+      expect(r.body.attestation_ids).toEqual([claimed.id])
+      expect((await owner.get(`/v1/share-tokens/${r.body.id}`)).body.attestation_ids).toEqual([claimed.id])
+      const holder = client(server.url, r.body.share_token)
+      expect((await holder.get("/v1/attestation/31337/metadata")).body.source).toBe("historical-src")
     })
 
     it("expired (expires_in 1, wait ~1.5 s) → 401; status expired", async () => {

@@ -123,7 +123,7 @@ describe("client retries against an injecting server", () => {
     expect([...byRid.values()].reduce((a, b) => a + b, 0)).toBe(seen.length)
     console.log(`retry: ${seen.length} requests for 5 calls, ${injected} injected (429/503), delays ${JSON.stringify(retries.map((r) => r.delayMs))}`)
     // verify them all back through the client
-    const v = await c.verifyBatch({ hashes: hashes.slice(0, 100) }) as { results: Array<{ exists: boolean }> }
+    const v = await c.verifyBatch({ hashes: hashes.slice(0, 100) })
     expect(v.results.every((x) => x.exists)).toBe(true)
   })
 

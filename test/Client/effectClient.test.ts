@@ -10,13 +10,16 @@ import { join } from "node:path"
 import { promisify } from "node:util"
 import { gzipSync } from "node:zlib"
 import * as esbuild from "esbuild"
-import { Effect, Either } from "effect"
+import { Duration, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestdClient, AuthError, HashHex, NotFound } from "../../src/client-effect.js"
 import { PACKAGE_VERSION } from "../../src/Info/Version.js"
+import { deriveValues } from "../../src/client.js"
+import { poll } from "../helpers/anchoring.js"
 import { dialects } from "../helpers/databases.js"
 import { REPO_ROOT, requireDist } from "../helpers/process.js"
 import { randomHash, startTestServer, type TestServer } from "../helpers/server.js"
+import { startReceiver } from "../helpers/webhookReceiver.js"
 
 const SERVER_MODULE = /better-sqlite3|node_modules\/(pg|pg-[a-z-]+)\/|@effect\/sql|@effect\/platform-node|\/src\/main\.|\/dist\/main\.|\/(Http|Repo)\.(ts|js)$|\/Platform\/(Sql|Config|Signer|Backup|Metrics)\./
 
@@ -70,6 +73,109 @@ for (const dialect of await dialects()) {
       expect(Either.isLeft(wrong) ? (wrong.left as { _tag: string })._tag : "no error").toBe("AuthError")
       // a public operation needs no key
       expect((await run(undefined, (c) => c.verification.verify({ payload: { hash_hex: HashHex.make(randomHash()) } }))).exists).toBe(false)
+    })
+  })
+}
+
+for (const dialect of await dialects()) {
+  describe(`Effect client decodes every operation's answer (${dialect})`, () => {
+    let server: TestServer
+    let key = ""
+    beforeAll(async () => {
+      server = await startTestServer(dialect, {
+        sealInterval: Duration.millis(300),
+        anchorInterval: Duration.seconds(1),
+        otsUpgradeInterval: Duration.millis(300),
+        demoConfirmDelay: Duration.seconds(2)
+      })
+      key = (await server.createKey({ orgId: `org-effect-${dialect}` })).key
+    })
+    afterAll(async () => {
+      await server?.close()
+    })
+
+    it("every group, with a T2 attestation", async () => {
+      const receiver = await startReceiver()
+      const run = <A, E>(apiKey: string | undefined, f: (c: AttestdClient["Type"]) => Effect.Effect<A, E>) =>
+        Effect.runPromise(Effect.flatMap(AttestdClient, f).pipe(Effect.provide(AttestdClient.layer({ baseUrl: server.url, apiKey }))))
+      try {
+        const hash = HashHex.make(randomHash())
+        const a = await run(key, (c) => c.attestations.attest({ payload: { hash_hex: hash, source: "sweep" } }))
+        await poll("T2", async () => (await run(key, (c) => c.lookup.status({ path: { id: a.id } }))).level === "T2", 30_000, 200)
+        const out = await run(key, (c) =>
+          Effect.gen(function*() {
+            const id = { path: { id: a.id } }
+            const info = yield* c.info.info()
+            const health = yield* c.info.healthz()
+            const keys = yield* c.info.keys()
+            const oneKey = yield* c.info.key({ path: { key_id: String(keys.keys[0]!.kid) } })
+            yield* c.info.stats()
+            const certs = yield* c.info.tsaCertificates()
+            yield* c.info.testVectors()
+            const batch = yield* c.verification.verifyBatch({ payload: { hashes: [hash], detailed: true } })
+            const signature = yield* c.lookup.signature(id)
+            const evidence = yield* c.lookup.evidence(id)
+            yield* c.proofs.merkle(id)
+            yield* c.proofs.tsa(id)
+            yield* c.proofs.tsaDetails(id)
+            const ots = yield* c.anchors.ots(id)
+            const proof = yield* c.anchors.otsProof(id)
+            const meta = yield* c.claims.getMetadata(id)
+            const patched = yield* c.claims.patchMetadata({ ...id, headers: { "if-match": meta.etag }, payload: { extra_data: { k: 1 } } })
+            const stale = yield* Effect.flip(c.claims.patchMetadata({ ...id, headers: { "if-match": meta.etag }, payload: { source: "x" } }))
+            yield* c.tags.putTags({ ...id, payload: { tags: [{ key: "env", value: "prod" }] } })
+            const tags = yield* c.tags.getTags(id)
+            const query = yield* c.tags.queryTags({ payload: { filter: { and: [{ key: "env", value: "prod" }] } } })
+            yield* c.tags.deleteTag({ path: { id: a.id, key: "env" } })
+            const token = yield* c.shareTokens.create({ payload: { attestation_ids: [a.id], expires_in: 600 } })
+            yield* c.shareTokens.list()
+            yield* c.shareTokens.get({ path: { token_id: token.id } })
+            yield* c.shareTokens.accessLog({ path: { token_id: token.id } })
+            const revoked = yield* c.shareTokens.revoke({ path: { token_id: token.id } })
+            const hook = yield* c.webhooks.register({ payload: { url: receiver.url, events: ["t1_complete"] } })
+            yield* c.webhooks.list()
+            yield* c.webhooks.deliveries({ path: { webhook_id: hook.id } })
+            yield* c.webhooks.remove({ path: { webhook_id: hook.id } })
+            const scan = yield* c.census.scan({ payload: { hashes: [hash] } })
+            yield* c.census.inventoryStats()
+            const list = yield* c.census.createList({ payload: { hashes: [hash], expires_in_hours: 1 } })
+            yield* c.census.lists()
+            yield* c.census.getList({ path: { list_id: list.id } })
+            const match = yield* c.derivedListsPublic.match({
+              path: { list_id: list.id },
+              payload: { list_key: list.list_key, values: deriveValues(list.list_key, [hash]).map((v) => HashHex.make(v)) }
+            })
+            yield* c.derivedListsPublic.signature({ path: { list_id: list.id } })
+            yield* c.census.listAccessLog({ path: { list_id: list.id } })
+            yield* c.census.revokeList({ path: { list_id: list.id } })
+            const chain = yield* c.simulatedChain.headers()
+            const last = chain.headers.at(-1)!
+            const blockHash = yield* c.simulatedChain.blockHeight({ path: { height: last.height } })
+            const header = yield* c.simulatedChain.blockHeader({ path: { hash: last.hash } })
+            const brand = yield* Effect.flip(c.brand.brand({ path: { slug: "no-such-brand" } }))
+            const deleted = yield* c.claims.deleteMetadata(id)
+            return { info, health, oneKey, certs, batch, signature, evidence, ots, proof, patched, stale, tags, query, revoked, scan, match, blockHash, header, last, brand, deleted }
+          }))
+        expect(out.info).toHaveProperty("features")
+        expect(out.health).toHaveProperty("status")
+        expect(out.oneKey.kid).toBeTruthy()
+        expect(out.certs.certificates.length).toBeGreaterThan(0)
+        expect(out.batch.found).toBe(1)
+        expect(out.evidence).toMatchObject({ id: expect.any(String), level: "T2" })
+        expect(out.proof).toBeInstanceOf(Uint8Array)
+        expect(out.patched.extra_data).toEqual({ k: 1 })
+        expect((out.stale as { _tag: string })._tag).toBe("PreconditionFailed")
+        expect(out.tags.tags).toEqual([{ key: "env", value: "prod" }])
+        expect(out.query.attestations.map((x) => x.hash_hex)).toContain(out.evidence.hash_hex)
+        expect(out.revoked.revoked).toBe(true)
+        expect(out.scan.matched).toBe(1)
+        expect(out.match).toEqual({ matched: 1, total: 1 })
+        expect([out.blockHash, out.header]).toEqual([out.last.hash, out.last.header])
+        expect((out.brand as { _tag: string })._tag).toBe("NotFound")
+        expect(out.deleted.deleted).toBe(true)
+      } finally {
+        await receiver.close()
+      }
     })
   })
 }

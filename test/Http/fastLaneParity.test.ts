@@ -10,9 +10,13 @@
  * Positive control: the lane's own counter moves on the lane-on server for
  * every request it should take, and never on the lane-off one.
  */
-import { Effect, Metric, Option } from "effect"
+import { ConfigProvider, Effect, Either, ManagedRuntime, Metric, Option } from "effect"
 import http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { HttpServer } from "@effect/platform"
+import { makeDrainer } from "../../src/Http/Drain.js"
+import { NodeServerLive, noFastRoutes } from "../../src/Http/Server.js"
+import { appConfig } from "../../src/Platform/Config.js"
 import { fastLaneRequests } from "../../src/Platform/Metrics.js"
 import { dialects } from "../helpers/databases.js"
 import { randomHash, startTestServer, type TestServer } from "../helpers/server.js"
@@ -83,6 +87,8 @@ const masked = (value: unknown, key?: string): unknown => {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, k)]))
   }
   if (key !== undefined && PER_INSTANCE.has(key) && typeof value === "string") return `<${typeof value}>`
+  // Seconds until a window frees a request: a clock value (the two requests of a row may straddle a second).
+  if (key === "retry_after" && typeof value === "number" && value >= 1 && value <= 3600) return "<seconds>"
   return value
 }
 
@@ -90,6 +96,7 @@ const maskedHeaders = (headers: Record<string, string>) => {
   const out = { ...headers }
   // The end of the current rate-limit window, in epoch seconds: a clock value.
   if (out["x-ratelimit-reset"] !== undefined && /^\d+$/.test(out["x-ratelimit-reset"])) out["x-ratelimit-reset"] = "<epoch>"
+  if (out["retry-after"] !== undefined && /^\d+$/.test(out["retry-after"]) && Number(out["retry-after"]) <= 3600) out["retry-after"] = "<seconds>"
   return out
 }
 
@@ -151,6 +158,40 @@ const matrix = (): ReadonlyArray<Request> => {
   rows.push({ name: "attest with key over the public limit", path: "/v1/attest", key: "good", body: JSON.stringify({ hash_hex: h2 }), fast: true })
   return rows
 }
+
+describe("ATTESTD_FAST_LANE", () => {
+  const parse = (env: Record<string, string>) =>
+    Effect.runSync(Effect.either(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))))
+  it("is on by default, off with off, and refuses anything else", () => {
+    expect(Either.getOrThrow(parse({})).fastLane).toBe(true)
+    expect(Either.getOrThrow(parse({ ATTESTD_FAST_LANE: "on" })).fastLane).toBe(true)
+    expect(Either.getOrThrow(parse({ ATTESTD_FAST_LANE: "off" })).fastLane).toBe(false)
+    const bad = parse({ ATTESTD_FAST_LANE: "false" })
+    expect(Either.isLeft(bad)).toBe(true)
+    expect(String(Either.isLeft(bad) ? bad.left : "")).toMatch(/ATTESTD_FAST_LANE/)
+  })
+})
+
+describe("the node server before the HttpApi handler is installed", () => {
+  it("answers 503 SERVICE_UNAVAILABLE in the envelope with X-Request-Id instead of leaving the request hanging", async () => {
+    const runtime = ManagedRuntime.make(NodeServerLive({ port: 0, host: "127.0.0.1", fastRoutes: noFastRoutes, drainer: makeDrainer() }))
+    try {
+      const server = await runtime.runPromise(HttpServer.HttpServer)
+      const address = server.address as { port: number }
+      const res = await fetch(`http://127.0.0.1:${address.port}/v1/healthz`, { headers: { "x-request-id": "starting-1" } })
+      expect(res.status).toBe(503)
+      expect(res.headers.get("x-request-id")).toBe("starting-1")
+      expect(await res.json()).toEqual({
+        error: true,
+        code: "SERVICE_UNAVAILABLE",
+        message: "the server is starting or stopping; retry shortly",
+        details: null
+      })
+    } finally {
+      await runtime.dispose()
+    }
+  })
+})
 
 for (const dialect of await dialects()) {
   describe(`fast lane parity (${dialect})`, () => {

@@ -29,6 +29,7 @@ describe.skipIf(!pg)("multi-instance soak (bounded)", () => {
     const result: SoakResult = await runSoak({
       durationMs: 20_000,
       killEveryMs: [2_000, 4_000],
+      minKills: 3,
       adminUrl: PG_ADMIN_URL,
       rateLimit: 60,
       attestsPerSecond: 20,
@@ -40,5 +41,5 @@ describe.skipIf(!pg)("multi-instance soak (bounded)", () => {
     expect(failed, `${result.table}\n${result.tails.join("\n")}`).toEqual([])
     expect(result.figures.acknowledged).toBeGreaterThan(100)
     expect(result.figures.kills).toBeGreaterThanOrEqual(3)
-  }, 150_000)
+  }, 240_000)
 })

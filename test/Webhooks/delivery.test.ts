@@ -8,7 +8,7 @@
 import { Duration } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhook } from "../../src/Client/Webhooks.js"
-import { startSimulatedCalendarServer, type SimulatedCalendarServer } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { startSimulatedCalendarServer, type SimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { dialects } from "../helpers/databases.js"
 import { sleep } from "../helpers/process.js"
 import { client, randomHash, startTestServer, type TestServer } from "../helpers/server.js"

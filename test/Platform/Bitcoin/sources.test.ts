@@ -12,7 +12,7 @@ import { ConfigProvider, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { blockHash, headerBytes } from "../../../src/Domain/BitcoinHeader.js"
 import { BitcoinHeaderSources, layerEsplora } from "../../../src/Platform/Bitcoin/HeaderSources.js"
-import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
 import { appConfig } from "../../../src/Platform/Config.js"
 import { BIN, requireDist } from "../../helpers/process.js"
 

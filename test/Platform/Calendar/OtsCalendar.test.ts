@@ -21,7 +21,8 @@ import {
   serializeTimestamp
 } from "../../../src/Domain/Ots.js"
 import { CalendarError, layerHttp, OtsCalendar } from "../../../src/Platform/Calendar/OtsCalendar.js"
-import { simulatedBlockHeaders, startSimulatedCalendarServer } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { simulatedBlockHeaders } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
 
 const require = createRequire(import.meta.url)
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

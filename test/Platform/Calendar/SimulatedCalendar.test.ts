@@ -12,15 +12,8 @@ import {
   replay
 } from "../../../src/Domain/Ots.js"
 import { OtsCalendar } from "../../../src/Platform/Calendar/OtsCalendar.js"
-import {
-  layerSimulated,
-  makeSimulatedCalendar,
-  SIMULATED_CALENDAR_LABEL,
-  SIMULATED_CALENDAR_URL,
-  SIMULATED_START_HEIGHT,
-  simulatedBlockHeaders,
-  startSimulatedCalendarServer
-} from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { layerSimulated, makeSimulatedCalendar, SIMULATED_CALENDAR_LABEL, SIMULATED_CALENDAR_URL, SIMULATED_START_HEIGHT, simulatedBlockHeaders } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
 
 const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(createHash("sha256").update(b).digest())
 const digestOf = (s: string) => sha256(Buffer.from(s))

@@ -1,0 +1,93 @@
+/**
+ * The route table the edge consults before the router runs: for each endpoint
+ * of the HttpApi, its operation id, whether it sits behind the bearer-key
+ * middleware, and the scopes its OpenAPI description requires. With it the
+ * edge authenticates and checks scopes before it reads a body, and knows a
+ * route's body limit.
+ */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { Context, Option } from "effect"
+import { Api } from "../Api.js"
+import { Authentication } from "../Auth/Api.js"
+import { isScope, type Scope } from "../Auth/Domain.js"
+
+export interface Route {
+  /** The OpenAPI operationId: `group.endpoint`. */
+  readonly id: string
+  readonly method: string
+  /** The path template, e.g. /derived-lists/:list_id/match. */
+  readonly path: string
+  readonly pattern: RegExp
+  readonly params: ReadonlyArray<string>
+  /** Behind the bearer middleware (an API key or share token is required). */
+  readonly keyed: boolean
+  /** Alternatives, any one of which suffices; undefined when the handler decides alone. */
+  readonly scopes: ReadonlyArray<Scope> | undefined
+}
+
+export interface RouteMatch {
+  readonly route: Route
+  readonly params: Readonly<Record<string, string>>
+}
+
+const escape = (s: string) => s.replace(/[.+?^${}()|[\]\\]/g, "\\$&")
+
+const compile = (path: string): { pattern: RegExp; params: Array<string> } => {
+  const params: Array<string> = []
+  const source = path.split("/").map((segment) => {
+    if (!segment.startsWith(":")) return escape(segment)
+    params.push(segment.slice(1))
+    return "([^/]+)"
+  }).join("/")
+  return { pattern: new RegExp("^" + source + "/?$"), params }
+}
+
+const scopesOf = (annotations: Context.Context<never>): ReadonlyArray<Scope> | undefined => {
+  const override = Option.getOrUndefined(Context.getOption(annotations, OpenApi.Override)) as
+    | { readonly "x-required-scopes"?: ReadonlyArray<string> }
+    | undefined
+  const scopes = override?.["x-required-scopes"]?.filter(isScope)
+  return scopes && scopes.length > 0 ? scopes : undefined
+}
+
+/** Every endpoint of the API, routes with fewer parameters first (as the router prefers literal segments). */
+export const apiRoutes = (): ReadonlyArray<Route> => {
+  const routes: Array<Route> = []
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group, mergedAnnotations, middleware }) => {
+      routes.push({
+        id: `${group.identifier}.${endpoint.name}`,
+        method: endpoint.method,
+        path: endpoint.path,
+        ...compile(endpoint.path),
+        keyed: middleware.has(Authentication as any),
+        scopes: scopesOf(mergedAnnotations)
+      })
+    }
+  })
+  return routes.sort((a, b) => a.params.length - b.params.length)
+}
+
+const decodeParam = (raw: string): string => {
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return raw
+  }
+}
+
+/** The endpoint a request reaches (path without /v1 and query), if any. */
+export const matchRoute = (routes: ReadonlyArray<Route>, method: string, path: string): RouteMatch | undefined => {
+  for (const route of routes) {
+    if (route.method !== method) continue
+    const m = route.pattern.exec(path)
+    if (!m) continue
+    const params: Record<string, string> = {}
+    route.params.forEach((name, i) => {
+      params[name] = decodeParam(m[i + 1] ?? "")
+    })
+    return { route, params }
+  }
+  return undefined
+}

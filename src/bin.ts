@@ -38,7 +38,12 @@ const FLAGS = {
   "trust-proxy": "ATTESTD_TRUST_PROXY",
   "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
   "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
-  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT"
+  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT",
+  "request-timeout": "ATTESTD_REQUEST_TIMEOUT",
+  "headers-timeout": "ATTESTD_HEADERS_TIMEOUT",
+  "keep-alive-timeout": "ATTESTD_KEEP_ALIVE_TIMEOUT",
+  "max-connections": "ATTESTD_MAX_CONNECTIONS",
+  "max-connections-per-address": "ATTESTD_MAX_CONNECTIONS_PER_ADDRESS"
 } as const
 
 const settingOptions = Options.all(

@@ -265,7 +265,9 @@ export const runSoak = async (options = {}) => {
     ATTESTD_OTS_UPGRADE_INTERVAL: "1s",
     ATTESTD_DEMO_CONFIRM_DELAY: "2s",
     ATTESTD_WEBHOOK_RETRY_DELAYS: "500ms,1s,2s,3s,5s,5s,5s,5s,5s,5s",
-    ATTESTD_DEFAULT_RATE_LIMIT: "1000000"
+    ATTESTD_DEFAULT_RATE_LIMIT: "1000000",
+    // load generators and pollers all speak from 127.0.0.1: no public limit per address
+    ATTESTD_PUBLIC_RATE_LIMIT: "0"
   }
   try {
     const dirFor = (name) => {

@@ -8,6 +8,7 @@ import { Brand } from "./Brand/Domain.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { formatMillis } from "./Domain/Time.js"
 import { verifyCommand } from "./VerifyCli/Command.js"
+import { stampCommand, upgradeCommand } from "./Stamp/Command.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { parseCidr } from "./Auth/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
@@ -37,7 +38,12 @@ const FLAGS = {
   "trust-proxy": "ATTESTD_TRUST_PROXY",
   "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
   "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
-  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT"
+  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT",
+  "request-timeout": "ATTESTD_REQUEST_TIMEOUT",
+  "headers-timeout": "ATTESTD_HEADERS_TIMEOUT",
+  "keep-alive-timeout": "ATTESTD_KEEP_ALIVE_TIMEOUT",
+  "max-connections": "ATTESTD_MAX_CONNECTIONS",
+  "max-connections-per-address": "ATTESTD_MAX_CONNECTIONS_PER_ADDRESS"
 } as const
 
 const settingOptions = Options.all(
@@ -255,7 +261,7 @@ const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(
   })).pipe(Command.withDescription("exit 0 when /v1/healthz says ok, 1 otherwise (container health checks)"))
 
 const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, backupCommand, restoreCommand, importCommand, healthcheck])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, backupCommand, restoreCommand, importCommand, healthcheck])
 )
 
 const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })

@@ -162,7 +162,8 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       port: config.port,
       host: config.host,
       fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
-      drainer
+      drainer,
+      limits: { server: config.server, trustProxy: config.trustProxy }
     }))
   )))
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)

@@ -166,15 +166,17 @@ export const startBareServer = async ({ name = "bare" } = {}) => {
 
 /**
  * The environment attestd gets in the benchmark: a fresh data dir, the rate
- * limit out of the way, and DATABASE_URL only for Postgres (never inherited).
+ * limits out of the way, and DATABASE_URL only for Postgres (never inherited).
  */
 export const attestdEnv = ({ databaseUrl, dataDir, port, extra = {} }) => ({
   PORT: port === undefined ? undefined : String(port),
   HOST: "127.0.0.1",
   ATTESTD_DATA_DIR: dataDir,
   ATTESTD_DEFAULT_RATE_LIMIT: "100000000",
+  // the load generator speaks from 127.0.0.1 alone: no public limit or connection cap per address
+  ATTESTD_PUBLIC_RATE_LIMIT: "0",
+  ATTESTD_MAX_CONNECTIONS_PER_ADDRESS: "0",
   ATTESTD_MODE: "demo",
-  ATTESTD_PUBLIC_RATE_LIMIT: undefined,
   ATTESTD_TRACING: undefined,
   DATABASE_URL: databaseUrl,
   ...extra

@@ -4,6 +4,10 @@ import { Clock, Effect, Option } from "effect"
 import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
+import { RateLimiter } from "../Auth/RateLimiter.js"
+import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { AppConfig } from "../Platform/Config.js"
 import { parseAttestationRef } from "../Domain/AttestationId.js"
 import { AuthError, NotFound, ValidationError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
@@ -144,6 +148,8 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
   Effect.gen(function*() {
     const repo = yield* AttestationRepo
     const auth = yield* Authenticator
+    const config = yield* AppConfig
+    const limiter = yield* RateLimiter
 
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
       Effect.gen(function*() {
@@ -166,6 +172,8 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const detailed = payload.detailed === true
+          // The public limit counts hashes here: the edge counted the request as one.
+          yield* chargePublic(config, limiter, yield* currentRequestMeta, payload.hashes.length - 1)
           let key = yield* auth.optionalKey(request.headers.authorization)
           if (detailed) {
             const authorization = request.headers.authorization

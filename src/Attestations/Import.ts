@@ -15,6 +15,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect } from "effect"
+import type { KeyObject } from "node:crypto"
 import { accessSync, constants, createReadStream, statSync } from "node:fs"
 import { createInterface } from "node:readline"
 import { isLegacyId, newAttestationId } from "../Domain/AttestationId.js"
@@ -68,6 +69,17 @@ const excerpt = (v: unknown): string => {
   return s.length > 40 ? `${s.slice(0, 37)}...` : s
 }
 
+const thumbprints = new Map<string, string>()
+const thumbprintOf = (x: string, y: string): string => {
+  const id = `${x}.${y}`
+  let kid = thumbprints.get(id)
+  if (kid === undefined) {
+    if (thumbprints.size >= 1000) thumbprints.clear()
+    thumbprints.set(id, kid = jwkThumbprint(x, y))
+  }
+  return kid
+}
+
 const parseJwk = (v: unknown): PublicJwk | string => {
   if (!isRecord(v)) return "public_key must be a JWK object"
   if ("d" in v) return "public_key holds a private key (d); give the public key only"
@@ -77,9 +89,25 @@ const parseJwk = (v: unknown): PublicJwk | string => {
   if (v.use !== undefined && v.use !== "sig") return "public_key.use must be \"sig\" when present"
   if (typeof v.x !== "string" || !COORD.test(v.x)) return "public_key.x must be 43 Base64URL characters"
   if (typeof v.y !== "string" || !COORD.test(v.y)) return "public_key.y must be 43 Base64URL characters"
-  const kid = jwkThumbprint(v.x, v.y)
+  const kid = thumbprintOf(v.x, v.y)
   if (v.kid !== undefined && v.kid !== kid) return `public_key.kid ${excerpt(v.kid)} is not the key's RFC 7638 thumbprint ${kid}`
   return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid, x: v.x, y: v.y }
+}
+
+// A historical file holds few keys and many lines: parse each key once.
+const keyCache = new Map<string, KeyObject | undefined>()
+const keyObjectOf = (jwk: PublicJwk): KeyObject | undefined => {
+  const id = `${jwk.x}.${jwk.y}`
+  if (keyCache.has(id)) return keyCache.get(id)
+  let key: KeyObject | undefined
+  try {
+    key = jwkToKeyObject(jwk)
+  } catch {
+    key = undefined
+  }
+  if (keyCache.size >= 1000) keyCache.clear()
+  keyCache.set(id, key)
+  return key
 }
 
 const base64ToBytes = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, "base64"))
@@ -120,12 +148,8 @@ export const parseImportLine = (text: string, line: number, nowMicros: bigint): 
   }
   const jwk = parseJwk(public_key)
   if (typeof jwk === "string") return bad(jwk)
-  let key
-  try {
-    key = jwkToKeyObject(jwk)
-  } catch {
-    return bad("public_key is not a point on P-256")
-  }
+  const key = keyObjectOf(jwk)
+  if (key === undefined) return bad("public_key is not a point on P-256")
   const record: ImportRecord = {
     line,
     hashHex: hash_hex,

@@ -11,6 +11,7 @@ import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "./ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret, hasScope, type Scope } from "./Domain.js"
 import { RateLimiter } from "./RateLimiter.js"
+import { chargePublic } from "./PublicLimit.js"
 import { RateLimited } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "../ShareTokens/Domain.js"
@@ -84,7 +85,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
         return token
       })
 
-    const authenticate = (presented: string) =>
+    const authenticateOnce = (presented: string) =>
       Effect.gen(function*() {
         if (presented.startsWith("shr_")) {
           return { _tag: "ShareToken", token: yield* resolveShareToken(presented) } as Principal
@@ -96,7 +97,24 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
         return { _tag: "ApiKey", key } as Principal
       })
 
-    /** For public endpoints: the caller's key when a valid one is presented, never counted or failed. */
+    /**
+     * A credential that fails (401, or 403 for its environment or address) is counted
+     * against the caller's public limit, unless the edge counted the request already:
+     * presenting something that looks like a key never bypasses that limit.
+     */
+    const authenticate = (presented: string) =>
+      authenticateOnce(presented).pipe(
+        Effect.tapError((e) =>
+          e._tag === "AuthError" || e._tag === "Forbidden"
+            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : chargePublic(config, limiter, meta))
+            : Effect.void
+        )
+      )
+
+    /**
+     * For public endpoints: the caller's key when a valid one is presented, never counted
+     * against the key or failed (the request is counted per address by the edge either way).
+     */
     const optionalKey = (authorization: string | undefined) =>
       Effect.gen(function*() {
         if (!authorization || !authorization.startsWith("Bearer ")) return Option.none<ApiKey>()

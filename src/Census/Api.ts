@@ -130,13 +130,17 @@ export class CensusApi extends HttpApiGroup.make("census")
   .annotate(OpenApi.Title, "Organisations")
 {}
 
+// Public and up to ~3.8 MB: every part names its rule itself, so a refused body
+// is never formatted back into a message (Effect's default ends with the value).
 export const MatchRequest = Schema.Struct({
-  list_key: Schema.String,
-  values: Schema.Array(HashHex.annotations({ description: "derived value: 64 lowercase hex" })).pipe(
+  list_key: Schema.String.annotations({ message: () => "must be a string" }),
+  values: Schema.Array(HashHex.annotations({ description: "derived value: 64 lowercase hex" })).annotations({
+    message: () => "must be an array of derived values"
+  }).pipe(
     Schema.minItems(1),
     Schema.maxItems(MATCH_MAX_VALUES, { message: () => `at most ${MATCH_MAX_VALUES} values per match` })
   )
-}).annotations({ identifier: "DerivedListMatch" })
+}).annotations({ identifier: "DerivedListMatch", message: () => "the body must be an object {list_key, values}" })
 
 export const ListSignature = Schema.Struct({
   list_id: Schema.String,

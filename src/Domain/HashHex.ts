@@ -4,8 +4,10 @@ import { Schema } from "effect"
 export const HASH_HEX_PATTERN = /^[0-9a-f]{64}$/
 
 export const HashHex = Schema.String.pipe(
+  // override: a value that is not even a string gets this message too, so
+  // Effect never formats (and the caller never gets back) the refused value.
   Schema.pattern(HASH_HEX_PATTERN, {
-    message: () => "must be exactly 64 lowercase hex characters (a SHA-256 digest)"
+    message: () => ({ message: "must be exactly 64 lowercase hex characters (a SHA-256 digest)", override: true })
   }),
   Schema.brand("HashHex"),
   Schema.annotations({

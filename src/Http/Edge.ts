@@ -13,6 +13,7 @@ import { clientAddressOf } from "../Auth/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
 import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "./Envelope.js"
@@ -217,6 +218,15 @@ export const requestMetaOf = (
   rateLimit: undefined
 })
 
+/**
+ * Whether the edge counts a request against the public limit of its address: every
+ * request but those to a keyed route that carry a bearer credential. Those are counted
+ * against their key, or against the address when the credential fails (Authenticator),
+ * so an `Authorization` header by itself never exempts a request.
+ */
+export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undefined): boolean =>
+  !keyedRoute || authorization === undefined || !authorization.startsWith("Bearer ")
+
 /** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
 const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
 
@@ -227,8 +237,8 @@ const ROUTES = apiRoutes()
 
 /**
  * What the edge refuses before it reads a body, in this order: the public
- * per-address rate limit for callers without an API key (429; the verdict is
- * kept on `meta` for the headers), U+0000 in the request target (400); then,
+ * per-address rate limit (429; the verdict is kept on `meta` for the headers;
+ * see chargedAtEdge), U+0000 in the request target (400); then,
  * for a request with a body, on a keyed route the key (401; 403 for its
  * environment or allow-list; 429 for its limit; the principal is kept on
  * `meta` for the bearer middleware) and the scope the route documents (403),
@@ -244,19 +254,12 @@ export const admitRequest = (
   meta: RequestMetaShape
 ): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator> =>
   Effect.gen(function*() {
-    if (Option.isSome(config.publicRateLimit) && !/^Bearer atk_/.test(headerOf(headers, "authorization") ?? "")) {
-      const limiter = yield* RateLimiter
-      const verdict = yield* limiter.hit(`ip:${meta.clientIp}`, config.publicRateLimit.value)
-      meta.rateLimit = verdict
-      if (!verdict.allowed) {
-        return new Errors.RateLimited({
-          message: `public rate limit of ${verdict.limit} requests per minute exceeded for this address`,
-          rateLimit: verdict
-        })
-      }
+    const match = matchRoute(ROUTES, method, meta.path)
+    if (Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))) {
+      const charged = yield* Effect.either(chargePublic(config, yield* RateLimiter, meta))
+      if (charged._tag === "Left") return charged.left
     }
     if (urlHasNul(url)) return NUL_IN_URL()
-    const match = matchRoute(ROUTES, method, meta.path)
     if (match !== undefined && method !== "GET" && method !== "HEAD") {
       const refused = yield* beforeBody(match, headerOf(headers, "authorization"), meta).pipe(
         Effect.flip,

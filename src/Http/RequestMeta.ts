@@ -15,6 +15,8 @@ export interface RequestMetaShape {
   keyId?: string | undefined
   /** Set when the edge authenticated the request before reading its body; the bearer middleware reuses it. */
   principal?: Principal | undefined
+  /** Set once the request was counted against the public limit of its address (it is counted once). */
+  publicCharged?: boolean | undefined
 }
 
 export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}

@@ -19,6 +19,9 @@ import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
+import { applyServerLimits } from "./Connections.js"
+import type { TrustProxy } from "../Auth/ClientAddress.js"
+import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
 import { errorParts } from "./Envelope.js"
 import { fastRouteOf, type FastRoutes, type NodeHandler } from "./FastLane.js"
@@ -29,6 +32,8 @@ export interface NodeServerOptions<R> {
   /** The fast lane's table (`makeFastRoutes`), or an empty one when it is off (ATTESTD_FAST_LANE=off). */
   readonly fastRoutes: Effect.Effect<FastRoutes, never, R>
   readonly drainer: Drainer
+  /** Timeouts and connection caps (Connections.ts); node's defaults when absent. */
+  readonly limits?: { readonly server: ServerLimits; readonly trustProxy: TrustProxy } | undefined
 }
 
 /** No fast entries: every request takes the HttpApi path. */
@@ -68,6 +73,7 @@ const make = <R>(options: NodeServerOptions<R>) =>
         })
     )
     options.drainer.server = server
+    if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
     yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
       const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
       server.once("error", onError)

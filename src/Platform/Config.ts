@@ -3,6 +3,7 @@
  * flags are folded in as a ConfigProvider in front of the environment.
  */
 import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
+import { parseTrustProxy, type TrustProxy } from "../Auth/ClientAddress.js"
 
 export type Mode = "demo" | "production"
 export type Environment = "test" | "production"
@@ -90,8 +91,15 @@ export interface AppConfigShape {
   readonly webhookPorts: ReadonlyArray<number>
   readonly dataDir: string
   readonly demoConfirmDelay: Duration.Duration
-  readonly trustProxy: boolean
+  /** ATTESTD_TRUST_PROXY: proxy hops (true = 1) or the proxies' CIDRs; false/0 = no proxy. */
+  readonly trustProxy: TrustProxy
+  /**
+   * ATTESTD_PUBLIC_RATE_LIMIT: requests (batch verify: hashes) per minute per client address on
+   * public routes, and on keyed routes for requests without valid credentials; none = off.
+   */
   readonly publicRateLimit: Option.Option<number>
+  /** The HTTP listener's timeouts and connection caps (see ServerLimits). */
+  readonly server: ServerLimits
   readonly scanMaxHashes: number
   readonly defaultRateLimit: number
   /** ATTESTD_METRICS_PORT: the Prometheus listener (none when unset; 0: any free port). */
@@ -99,6 +107,40 @@ export interface AppConfigShape {
   /** ATTESTD_FAST_LANE: serve POST /attest and /verify through the fast lane (default on; "off" turns it off). */
   readonly fastLane: boolean
 }
+
+/** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
+export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
+
+/** Timeouts and connection caps of the HTTP listener (README, Configuration). */
+export interface ServerLimits {
+  /** ATTESTD_REQUEST_TIMEOUT: the whole request (headers and body) must arrive within this; else 408 and close. */
+  readonly requestTimeoutMs: number
+  /** ATTESTD_HEADERS_TIMEOUT: the request headers must arrive within this. */
+  readonly headersTimeoutMs: number
+  /** ATTESTD_KEEP_ALIVE_TIMEOUT: an idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number
+  /** ATTESTD_MAX_CONNECTIONS: open connections in all; more are closed on accept (0: no cap). */
+  readonly maxConnections: number
+  /**
+   * ATTESTD_MAX_CONNECTIONS_PER_ADDRESS: open connections from one socket peer address; more are
+   * closed on accept (0: no cap). A peer that is a trusted proxy (ATTESTD_TRUST_PROXY) is exempt.
+   */
+  readonly maxConnectionsPerAddress: number
+}
+
+export const DEFAULT_SERVER_LIMITS: ServerLimits = {
+  requestTimeoutMs: 30_000,
+  headersTimeoutMs: 10_000,
+  keepAliveTimeoutMs: 5_000,
+  maxConnections: 4096,
+  maxConnectionsPerAddress: 256
+}
+
+const count = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be 0 or a positive integer`, validation: (n) => n >= 0 })
+  )
 
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   port: Config.integer("PORT").pipe(
@@ -130,9 +172,21 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   demoConfirmDelay: duration("ATTESTD_DEMO_CONFIRM_DELAY", "60s"),
   trustProxy: Config.string("ATTESTD_TRUST_PROXY").pipe(
     Config.withDefault(""),
-    Config.map((s) => s !== "" && s !== "0" && s.toLowerCase() !== "false")
+    Config.mapOrFail((s) => {
+      const parsed = parseTrustProxy(s)
+      return typeof parsed === "string" ? Either.left(ConfigError.InvalidData(["ATTESTD_TRUST_PROXY"], parsed)) : Either.right(parsed)
+    })
   ),
-  publicRateLimit: Config.option(Config.integer("ATTESTD_PUBLIC_RATE_LIMIT")),
+  publicRateLimit: count("ATTESTD_PUBLIC_RATE_LIMIT", DEFAULT_PUBLIC_RATE_LIMIT).pipe(
+    Config.map((n) => (n === 0 ? Option.none() : Option.some(n)))
+  ),
+  server: Config.all({
+    requestTimeoutMs: Config.map(duration("ATTESTD_REQUEST_TIMEOUT", "30s"), Duration.toMillis),
+    headersTimeoutMs: Config.map(duration("ATTESTD_HEADERS_TIMEOUT", "10s"), Duration.toMillis),
+    keepAliveTimeoutMs: Config.map(duration("ATTESTD_KEEP_ALIVE_TIMEOUT", "5s"), Duration.toMillis),
+    maxConnections: count("ATTESTD_MAX_CONNECTIONS", DEFAULT_SERVER_LIMITS.maxConnections),
+    maxConnectionsPerAddress: count("ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", DEFAULT_SERVER_LIMITS.maxConnectionsPerAddress)
+  }),
   scanMaxHashes: Config.integer("ATTESTD_SCAN_MAX_HASHES").pipe(Config.withDefault(50_000)),
   defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000)),
   metricsPort: Config.option(Config.integer("ATTESTD_METRICS_PORT").pipe(
@@ -188,7 +242,9 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     dataDir: "./data",
     demoConfirmDelay: Duration.seconds(60),
     trustProxy: false,
+    // Off for in-process test servers, which poll public routes; the tests of the limit set it.
     publicRateLimit: Option.none(),
+    server: DEFAULT_SERVER_LIMITS,
     scanMaxHashes: 50_000,
     defaultRateLimit: 1000,
     metricsPort: Option.none(),

@@ -1,7 +1,13 @@
 /**
  * `attestd verify BUNDLE.json [--file DATA | --hash HEX] [--keys FILE] [--tsa-ca FILE]
- *  [--ots-headers FILE] [--bitcoin-source URL,…] [--server URL]` (CONTRACT §1, §5):
+ *  [--ots-headers FILE] [--bitcoin-source URL,…] [--server URL] [--hmac-key HEX]` (CONTRACT §1, §5):
  * a thin shell over the portable verification core (src/Verify/Verifier.ts).
+ *
+ * `attestd verify FILE` (issue 13): when `FILE.attestd.json` (a receipt of `attestd stamp`)
+ * lies beside FILE and neither --file nor --hash is given, FILE is the data: it is hashed
+ * (and keyed with --hmac-key when the receipt says it was stamped so) and checked against
+ * that receipt; --server then defaults to ATTESTD_URL. A receipt wrapper (Stamp/Receipt.ts)
+ * is accepted wherever a bundle is.
  *
  * Reads the inputs, fetches the trust inputs an instance publishes when given
  * `--server` (GET /v1/keys, GET /v1/tsa/certificates and, for a demo instance,
@@ -14,6 +20,8 @@ import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import { createReadStream, readFileSync } from "node:fs"
+import { existsSync } from "node:fs"
+import { hmacKeyId, hmacOfDigest, parseHmacKey, parseReceipt, RECEIPT_SUFFIX } from "../Stamp/Receipt.js"
 import { parseBlockHeaders, parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
 
 /** An input that cannot be read or parsed (exit code 2). */
@@ -53,7 +61,7 @@ const hashFile = (path: string): Promise<string> =>
     const h = createHash("sha256")
     createReadStream(path)
       .on("data", (chunk) => h.update(chunk))
-      .on("error", (e) => reject(new InputError(`cannot read --file ${path}: ${e.message}`)))
+      .on("error", (e) => reject(new InputError(`cannot read ${path}: ${e.message}`)))
       .on("end", () => resolve(h.digest("hex")))
   })
 
@@ -118,15 +126,34 @@ interface VerifyArgs {
   readonly keys: Option.Option<string>
   readonly bitcoinSource: Option.Option<string>
   readonly server: Option.Option<string>
+  readonly hmacKey: Option.Option<string>
 }
 
-const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options: VerifyOptions }> => {
+const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options: VerifyOptions; notes: Array<string> }> => {
   if (Option.isSome(args.file) && Option.isSome(args.hash)) throw new InputError("give either --file or --hash, not both")
-  const bundle = readJson(args.bundle, "bundle")
+  // `attestd verify FILE`: the receipt of `attestd stamp` beside it names what FILE must match.
+  const besideReceipt = `${args.bundle}${RECEIPT_SUFFIX}`
+  const fileMode = Option.isNone(args.file) && Option.isNone(args.hash) && !args.bundle.endsWith(RECEIPT_SUFFIX) && existsSync(besideReceipt)
+  const dataFile = fileMode ? Option.some(args.bundle) : args.file
+  let doc: unknown
+  try {
+    doc = readJson(fileMode ? besideReceipt : args.bundle, fileMode ? "receipt" : "bundle")
+  } catch (e) {
+    if (e instanceof InputError && !fileMode && !args.bundle.endsWith(".json")) {
+      throw new InputError(`${e.message} (nor is there a receipt ${besideReceipt} beside it)`)
+    }
+    throw e
+  }
+  const receipt = parsed(fileMode ? `receipt ${besideReceipt}` : `bundle ${args.bundle}`, () => parseReceipt(doc))
+  const bundle = receipt.hmac === null ? doc : receipt.evidence
+  const notes: Array<string> = []
   const options: { -readonly [K in keyof VerifyOptions]?: VerifyOptions[K] } = {}
   const labels: { -readonly [K in keyof NonNullable<VerifyOptions["trustLabels"]>]?: string } = {}
-  if (Option.isSome(args.server)) {
-    const s = await fromServer(args.server.value)
+  const server = fileMode && Option.isNone(args.server) && (process.env.ATTESTD_URL ?? "") !== ""
+    ? Option.some(process.env.ATTESTD_URL!)
+    : args.server
+  if (Option.isSome(server)) {
+    const s = await fromServer(server.value)
     const { trustLabels, ...rest } = s
     Object.assign(labels, trustLabels)
     Object.assign(options, rest)
@@ -136,7 +163,22 @@ const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options:
     if (!/^[0-9a-f]{64}$/.test(hash)) throw new InputError("--hash must be a SHA-256 as 64 hex characters")
     options.hash = hash
   }
-  if (Option.isSome(args.file)) options.dataSha256 = await hashFile(args.file.value)
+  if (Option.isSome(args.hmacKey) && receipt.hmac === null) throw new InputError("--hmac-key given, but the receipt records no HMAC (a plain stamp)")
+  if (Option.isSome(dataFile)) {
+    const sha = await hashFile(dataFile.value)
+    if (receipt.hmac === null) options.dataSha256 = sha
+    else {
+      if (Option.isNone(args.hmacKey)) {
+        throw new InputError("the receipt was stamped with --hmac-key (it attests HMAC-SHA256 of the file's SHA-256): give the same --hmac-key")
+      }
+      const key = parsed("--hmac-key", () => parseHmacKey(Option.getOrThrow(args.hmacKey)))
+      if ((await hmacKeyId(key)) !== receipt.hmac.key_id) {
+        throw new InputError(`--hmac-key is not the key this receipt was stamped with (its key_id is ${receipt.hmac.key_id})`)
+      }
+      options.hash = await hmacOfDigest(key, sha)
+      notes.push(`the file's SHA-256 was keyed with --hmac-key (HMAC-SHA256, key_id ${receipt.hmac.key_id}) as the receipt records; the given hash below is that HMAC`)
+    }
+  }
   if (Option.isSome(args.otsHeaders)) {
     const path = args.otsHeaders.value
     const doc = readJson(path, "--ots-headers")
@@ -166,7 +208,7 @@ const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options:
     options.fetch = (url) => fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS) })
   }
   options.trustLabels = labels
-  return { bundle, options }
+  return { bundle, options, notes }
 }
 
 export const exitCodeOf = (verdict: "verified" | "failed" | "partial"): number => (verdict === "verified" ? 0 : verdict === "failed" ? 1 : 3)
@@ -184,7 +226,8 @@ const run = (args: VerifyArgs) =>
         process.exitCode = 2
       })
     }
-    const report = yield* Effect.promise(() => verifyBundle(inputs.right.bundle, inputs.right.options))
+    const checked = yield* Effect.promise(() => verifyBundle(inputs.right.bundle, inputs.right.options))
+    const report = inputs.right.notes.length === 0 ? checked : { ...checked, notes: [...inputs.right.notes, ...checked.notes] }
     yield* Console.log(JSON.stringify(report, null, 2))
     yield* Console.error(summarize(report))
     yield* Effect.sync(() => {
@@ -196,7 +239,9 @@ export const verifyCommand = Command.make(
   "verify",
   {
     bundle: Args.file({ name: "BUNDLE.json" }).pipe(
-      Args.withDescription("evidence bundle (GET /v1/attestation/{id}/evidence)")
+      Args.withDescription(
+        "evidence bundle (GET /v1/attestation/{id}/evidence) or receipt of attestd stamp; or a stamped FILE whose FILE.attestd.json lies beside it"
+      )
     ),
     file: Options.file("file").pipe(
       Options.withDescription("the attested data: its SHA-256 must equal the bundle's hash_hex"),
@@ -226,7 +271,13 @@ export const verifyCommand = Command.make(
       Options.optional
     ),
     server: Options.text("server").pipe(
-      Options.withDescription("an attestd instance: fetch its published keys, TSA anchors (and, in demo mode, simulated chain headers) once"),
+      Options.withDescription(
+        "an attestd instance: fetch its published keys, TSA anchors (and, in demo mode, simulated chain headers) once; for a stamped FILE it defaults to ATTESTD_URL"
+      ),
+      Options.optional
+    ),
+    hmacKey: Options.text("hmac-key").pipe(
+      Options.withDescription("the hex key a receipt was stamped with (attestd stamp --hmac-key): the file's SHA-256 is keyed with it before comparing"),
       Options.optional
     )
   },

@@ -140,6 +140,16 @@ for (const dialect of await dialects()) {
         })
         expectEnvelope(inner, 400, "VALIDATION_ERROR")
         expectNoEcho(inner, marker)
+        // a value of the wrong type is named by the rule (Effect never formats the 3 MB value)
+        const wrongType = await client(server.url).post(`/v1/derived-lists/${list.body.id}/match`, {
+          list_key: list.body.list_key,
+          values: "7".repeat(3_000_000)
+        })
+        expectEnvelope(wrongType, 400, "VALIDATION_ERROR")
+        expectNoEcho(wrongType, marker)
+        expect(wrongType.body.details).toEqual([{ path: ["values"], message: "must be an array of derived values" }])
+        const notHex = await client(server.url).post("/v1/verify/batch", { hashes: [{ a: 1 }] })
+        expect(notHex.body.details).toEqual([{ path: ["hashes", 0], message: "must be exactly 64 lowercase hex characters (a SHA-256 digest)" }])
       })
 
       it("share-token ids it cannot grant are named by a short excerpt", async () => {

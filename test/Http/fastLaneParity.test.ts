@@ -87,6 +87,8 @@ const masked = (value: unknown, key?: string): unknown => {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, masked(v, k)]))
   }
   if (key !== undefined && PER_INSTANCE.has(key) && typeof value === "string") return `<${typeof value}>`
+  // Seconds until a window frees a request: a clock value (the two requests of a row may straddle a second).
+  if (key === "retry_after" && typeof value === "number" && value >= 1 && value <= 3600) return "<seconds>"
   return value
 }
 
@@ -94,6 +96,7 @@ const maskedHeaders = (headers: Record<string, string>) => {
   const out = { ...headers }
   // The end of the current rate-limit window, in epoch seconds: a clock value.
   if (out["x-ratelimit-reset"] !== undefined && /^\d+$/.test(out["x-ratelimit-reset"])) out["x-ratelimit-reset"] = "<epoch>"
+  if (out["retry-after"] !== undefined && /^\d+$/.test(out["retry-after"]) && Number(out["retry-after"]) <= 3600) out["retry-after"] = "<seconds>"
   return out
 }
 

@@ -126,6 +126,8 @@ export const envOf = (e: ServeEnv): NodeJS.ProcessEnv => {
     ATTESTD_DATA_DIR: e.dataDir,
     ATTESTD_SEAL_INTERVAL: e.sealInterval ?? "200ms",
     ATTESTD_DEFAULT_RATE_LIMIT: "1000000",
+    // load generators and pollers all speak from 127.0.0.1: no public limit per address
+    ATTESTD_PUBLIC_RATE_LIMIT: "0",
     ...e.extra
   }
 }

@@ -1,0 +1,52 @@
+/**
+ * Timeouts and connection caps of the HTTP listener (ATTESTD_REQUEST_TIMEOUT,
+ * ATTESTD_HEADERS_TIMEOUT, ATTESTD_KEEP_ALIVE_TIMEOUT, ATTESTD_MAX_CONNECTIONS,
+ * ATTESTD_MAX_CONNECTIONS_PER_ADDRESS). A client that dribbles its headers or
+ * body is answered 408 and closed once the deadline passes, and one address
+ * cannot hold more than its share of connections, so slow connections
+ * (slowloris) cannot starve other clients.
+ */
+import type { Server } from "node:http"
+import type { Socket } from "node:net"
+import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Auth/ClientAddress.js"
+import { publicBucketOf } from "../Auth/PublicLimit.js"
+import type { ServerLimits } from "../Platform/Config.js"
+
+export interface ConnectionStats {
+  /** Connections refused on accept because their address held its maximum. */
+  refusedPerAddress: number
+}
+
+/** Applies `limits` to a node:http server before it listens; returns counters for tests and metrics. */
+export const applyServerLimits = (server: Server, limits: ServerLimits, trustProxy: TrustProxy): ConnectionStats => {
+  const stats: ConnectionStats = { refusedPerAddress: 0 }
+  server.requestTimeout = limits.requestTimeoutMs
+  // node:http requires headersTimeout <= requestTimeout.
+  server.headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
+  server.keepAliveTimeout = limits.keepAliveTimeoutMs
+  // Node checks the two deadlines every connectionsCheckingInterval (default 30 s, read when
+  // the server starts listening): check often enough that they hold roughly as configured.
+  ;(server as unknown as { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(25, Math.min(1000, Math.floor(server.headersTimeout / 4)))
+  if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections
+  if (limits.maxConnectionsPerAddress > 0) {
+    const open = new Map<string, number>()
+    server.prependListener("connection", (socket: Socket) => {
+      const peer = normalizeIp(socket.remoteAddress ?? "")
+      if (peerIsTrustedProxy(trustProxy, peer)) return
+      const bucket = publicBucketOf(peer)
+      const n = (open.get(bucket) ?? 0) + 1
+      if (n > limits.maxConnectionsPerAddress) {
+        stats.refusedPerAddress++
+        socket.destroy()
+        return
+      }
+      open.set(bucket, n)
+      socket.once("close", () => {
+        const left = (open.get(bucket) ?? 1) - 1
+        if (left <= 0) open.delete(bucket)
+        else open.set(bucket, left)
+      })
+    })
+  }
+  return stats
+}

@@ -83,7 +83,8 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
     }
     return handlers
       .handle("info", () =>
-        Effect.map(keys.active, (jwks) => ({
+        // Every published key, as GET /v1/keys lists them (retired ones too); current_signing_key_id signs.
+        Effect.map(keys.listed, (jwks) => ({
           name: "attestd" as const,
           version: SERVICE_VERSION,
           api_version: "v1" as const,

@@ -3,7 +3,7 @@ import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { requireScope } from "../Auth/Http.js"
-import { NotFound, ValidationError } from "../Domain/Errors.js"
+import { excerpt, NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
 import { checkWebhookUrl, newSigningSecret, newWebhookId, WEBHOOKS_PER_KEY } from "./Domain.js"
@@ -28,7 +28,9 @@ export const WebhooksLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
           }
           const check = yield* Effect.promise(() => checkWebhookUrl(payload.url.trim(), production, config.webhookPorts))
           if (!check.ok) {
-            return yield* new ValidationError({ message: `webhook url refused: ${check.reason}`, details: [{ path: ["url"], message: check.reason }] })
+            // the reason may name the host: cut, as every excerpt of caller input
+            const reason = excerpt(check.reason, 160)
+            return yield* new ValidationError({ message: `webhook url refused: ${reason}`, details: [{ path: ["url"], message: reason }] })
           }
           const webhook = {
             id: newWebhookId(),

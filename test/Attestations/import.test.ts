@@ -106,14 +106,16 @@ for (const dialect of await dialects()) {
       expectEnvelope(await owner.get(`/v1/attestation/${base + 999}/metadata`), 404, "NOT_FOUND")
     })
 
-    it("GET /v1/keys lists the historical keys as retired; the instance's own signing keys stay active", async () => {
+    it("GET /v1/keys (and /v1/info signing_key_ids) list the historical keys as retired; the instance's own signing keys stay active", async () => {
       const pub = client(server.url)
       const keys = (await pub.get("/v1/keys")).body.keys as Array<Record<string, unknown>>
       const listed = keys.find((k) => k.kid === key.jwk.kid)
       expect(listed).toMatchObject({ kty: "EC", crv: "P-256", x: key.jwk.x, y: key.jwk.y, status: "retired" })
       expect(keys.find((k) => k.kid === otherKey.jwk.kid)?.status).toBe("retired")
       const info = (await pub.get("/v1/info")).body
-      expect(info.signing_key_ids).not.toContain(key.jwk.kid)
+      // /v1/info lists the same keys; the one signing new attestations is active.
+      expect(info.signing_key_ids).toEqual(keys.map((k) => k.kid))
+      expect(info.current_signing_key_id).not.toBe(key.jwk.kid)
       expect(keys.find((k) => k.kid === info.current_signing_key_id)?.status).toBeUndefined()
       expect((await pub.get(`/v1/keys/${key.jwk.kid}`)).body).toMatchObject({ kid: key.jwk.kid, status: "retired" })
     })

@@ -3,17 +3,16 @@
  * alias, on each store. Error classes are in errors.test.ts, keys and limits in
  * auth.test.ts, races in concurrency.test.ts.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { importLines } from "../../src/Attestations/Import.js"
 import { dialects } from "../helpers/databases.js"
+import { historicalKey, historicalRecord } from "../helpers/historical.js"
 import {
   allKeys,
   client,
   expectEnvelope,
   randomHash,
-  setLegacyId,
   startTestServer,
   type TestServer,
   verifyWithJwk,
@@ -437,23 +436,21 @@ for (const dialect of await dialects()) {
         }
       })
 
-      it("an historical record's legacy number resolves on every lookup route and is returned as legacy_id", async () => {
-        await setLegacyId(server, first.id, 424242)
-        try {
-          for (const prefix of PREFIXES) {
-            for (const sub of ["", "/status", "/signature", "/evidence"]) {
-              const s = await client(server.url).get(`${prefix}/attestation/424242${sub}`)
-              expect(s.status, sub).toBe(200)
-              expect(s.body.id, sub).toBe(first.id)
-              expect(s.body.legacy_id, sub).toBe(424242)
-              const byId = await client(server.url).get(`${prefix}/attestation/${first.id}${sub}`)
-              expect(byId.body.legacy_id, sub).toBe(424242)
-            }
-            expect((await client(server.url).get(`${prefix}/attestation/%20424242%20`)).body.id).toBe(first.id)
-            expectEnvelope(await client(server.url).get(`${prefix}/attestation/424243`), 404, "NOT_FOUND")
+      it("an imported historical record's legacy number resolves on every lookup route and is returned as legacy_id", async () => {
+        const record = historicalRecord(historicalKey(), { hash_hex: randomHash(), legacy_id: 424242 })
+        expect(await server.run(importLines([JSON.stringify(record)]))).toMatchObject({ imported: 1, failed: 0 })
+        const id = (await client(server.url).post("/v1/verify", { hash_hex: record.hash_hex })).body.id
+        for (const prefix of PREFIXES) {
+          for (const sub of ["", "/status", "/signature", "/evidence"]) {
+            const s = await client(server.url).get(`${prefix}/attestation/424242${sub}`)
+            expect(s.status, sub).toBe(200)
+            expect(s.body.id, sub).toBe(id)
+            expect(s.body.legacy_id, sub).toBe(424242)
+            const byId = await client(server.url).get(`${prefix}/attestation/${id}${sub}`)
+            expect(byId.body.legacy_id, sub).toBe(424242)
           }
-        } finally {
-          await server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE attestations SET legacy_id = NULL WHERE id = ${first.id}`))
+          expect((await client(server.url).get(`${prefix}/attestation/%20424242%20`)).body.id).toBe(id)
+          expectEnvelope(await client(server.url).get(`${prefix}/attestation/424243`), 404, "NOT_FOUND")
         }
       })
 

@@ -15,7 +15,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Duration } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { parseDurationMs } from "../../src/Stamp/Files.js"
+import { parseDurationMs, progressBar } from "../../src/Stamp/Files.js"
 import { parseHmacKey } from "../../src/Stamp/Receipt.js"
 import { stampFiles } from "../../src/Stamp/Stamp.js"
 import { upgradeExitCode, upgradeReceipts } from "../../src/Stamp/Upgrade.js"
@@ -229,6 +229,17 @@ for (const dialect of await dialects()) {
   })
 }
 
+describe("progress bar", () => {
+  it("draws on the stream it is given, throttled, and ends with the full bar and a newline", () => {
+    const out: Array<string> = []
+    const bar = progressBar({ write: (chunk: string) => out.push(chunk) } as unknown as NodeJS.WriteStream, "stamping")
+    bar.update(1, 500)
+    bar.update(2, 500) // within 100 ms of the last draw: skipped
+    bar.finish(500, 500)
+    expect(out).toEqual([`\rstamping [${"-".repeat(30)}] 1/500`, `\rstamping [${"#".repeat(30)}] 500/500`, "\n"])
+  })
+})
+
 describe("500 files in one stamp through a server that injects 429 and 503", () => {
   let server: TestServer
   let proxy: Server
@@ -334,6 +345,36 @@ describe("500 files in one stamp through a server that injects 429 and 503", () 
     expect(viaCli.code, viaCli.stderr).toBe(3)
     expect(viaCli.json).toMatchObject({ ok: false, target: "T1", reached: 0, pending: 1, failed: 0 })
     expect(viaCli.stderr).toMatch(/0 of 1 receipt\(s\) at T1, 0 upgraded, 1 pending, 0 failed/)
+
+    // A server whose evidence names another attestation, or does not verify, never replaces a receipt.
+    const receiptPath = `${files[1]}.attestd.json`
+    const before = readFileSync(receiptPath, "utf8")
+    const original = JSON.parse(before)
+    const serving = (edit: (b: any) => any): typeof fetch => async (input, init) => {
+      const res = await fetch(input, init)
+      if (!String(input).endsWith("/evidence")) return res
+      return new Response(JSON.stringify(edit(await res.json())), { status: 200, headers: { "content-type": "application/json" } })
+    }
+    const other = await upgradeReceipts({
+      receipts: [receiptPath],
+      server: server.url,
+      target: "T1",
+      fetch: serving((b) => ({ ...b, id: "att_AAAAAAAAAAAAAAAAAAAAAAAA", level: "T1" }))
+    })
+    expect(other.receipts[0]!.error).toMatch(/names att_AAAAAAAAAAAAAAAAAAAAAAAA/)
+    const forged = await upgradeReceipts({
+      receipts: [receiptPath],
+      server: server.url,
+      target: "T1",
+      fetch: serving((b) => ({
+        ...b,
+        level: "T1",
+        t1: { batchId: 1, merkleRoot: "00".repeat(32), merkleProof: [], tsaProvider: "forged", tsaTimestamp: original.t0.registeredAt, tsaToken: "AAAA" }
+      }))
+    })
+    expect(forged.receipts[0]!.error).toMatch(/T1 evidence does not verify/)
+    expect(upgradeExitCode(forged)).toBe(1)
+    expect(readFileSync(receiptPath, "utf8")).toBe(before)
     process.stderr.write(`${JSON.stringify({ stamp500: { requests: summary.requests, retries: summary.retries, retriedStatuses: summary.retriedStatuses, injected, batchCalls: batchCalls.length, elapsedMs: summary.elapsedMs } })}\n`)
   }, 120_000)
 })

@@ -2,7 +2,6 @@
  * A real attestd server on a loopback port over a fresh database, with helpers
  * to create keys and call the API.
  */
-import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Option } from "effect"
 import { ApiKeyRepo, type NewKey } from "../../src/Auth/ApiKeyRepo.js"
 import { SCOPES, type Scope } from "../../src/Auth/Domain.js"
@@ -217,11 +216,3 @@ export const rawRequest = async (
 export const statsOf = async (base: string): Promise<{ total_attestations: number }> =>
   (await client(base).get("/v1/stats")).body
 
-/**
- * Gives an attestation the legacy numeric handle an imported historical record
- * would carry (a storage-level fixture for the lookup routes; `attestd import`
- * is the real way in).
- */
-export const setLegacyId = (server: TestServer, attestationId: string, legacyId: number): Promise<void> =>
-  server.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql`UPDATE attestations SET legacy_id = ${legacyId} WHERE id = ${attestationId}`)).then(() => undefined)

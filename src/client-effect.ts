@@ -4,7 +4,7 @@
  */
 export { Api } from "./Api.js"
 export { HashHex } from "./Domain/HashHex.js"
-export { AttestdClient, type EffectClient, type EffectClientOptions, makeEffectClient } from "./Client/EffectClient.js"
+export { AttestdClient, type EffectClient, type EffectClientOptions, makeEffectClient, withRetries } from "./Client/EffectClient.js"
 export {
   AuthError,
   Forbidden,

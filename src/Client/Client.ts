@@ -84,7 +84,7 @@ const newRequestId = (): string => {
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")
 }
 
-const parseRetryAfter = (v: string | null, now: number): number | null => {
+export const parseRetryAfter = (v: string | null, now: number): number | null => {
   if (v === null) return null
   const s = Number(v.trim())
   if (Number.isFinite(s) && s >= 0) return s * 1000

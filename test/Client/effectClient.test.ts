@@ -4,6 +4,7 @@
  * typed errors), and the client entry points load no server modules.
  */
 import { execFile } from "node:child_process"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -12,7 +13,7 @@ import { gzipSync } from "node:zlib"
 import * as esbuild from "esbuild"
 import { Duration, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AttestdClient, AuthError, HashHex, NotFound } from "../../src/client-effect.js"
+import { AttestdClient, AuthError, HashHex, NotFound, ServiceUnavailable } from "../../src/client-effect.js"
 import { PACKAGE_VERSION } from "../../src/Info/Version.js"
 import { deriveValues } from "../../src/client.js"
 import { poll } from "../helpers/anchoring.js"
@@ -179,6 +180,93 @@ for (const dialect of await dialects()) {
     })
   })
 }
+
+describe("Effect client retries against an injecting server", () => {
+  let upstream: TestServer
+  let proxy: Server
+  let url = ""
+  const seen: Array<{ method: string; path: string; rid: string | undefined; injected: number | null }> = []
+  let inject: (n: number, method: string, path: string) => number | null = () => null
+  beforeAll(async () => {
+    upstream = await startTestServer("sqlite")
+    let counter = 0
+    proxy = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+      const chunks: Array<Buffer> = []
+      for await (const c of req) chunks.push(c as Buffer)
+      const injected = inject(++counter, req.method!, req.url!)
+      seen.push({ method: req.method!, path: req.url!, rid: req.headers["x-request-id"] as string | undefined, injected })
+      if (injected === 429) {
+        res.writeHead(429, { "content-type": "application/json", "retry-after": "0" })
+        return res.end(JSON.stringify({ error: true, code: "RATE_LIMITED", message: "slow down", details: [] }))
+      }
+      if (injected !== null) {
+        res.writeHead(injected, { "content-type": "text/html" })
+        return res.end("<html>busy</html>")
+      }
+      const headers: Record<string, string> = {}
+      for (const [k, v] of Object.entries(req.headers)) if (typeof v === "string" && k !== "host" && k !== "content-length") headers[k] = v
+      const r = await fetch(upstream.url + req.url, { method: req.method!, headers, ...(chunks.length ? { body: Buffer.concat(chunks) } : {}) })
+      const out: Record<string, string> = {}
+      r.headers.forEach((v, k) => {
+        if (k !== "content-encoding" && k !== "content-length" && k !== "transfer-encoding") out[k] = v
+      })
+      res.writeHead(r.status, out)
+      res.end(Buffer.from(await r.arrayBuffer()))
+    })
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r))
+    const a = proxy.address()
+    url = `http://127.0.0.1:${typeof a === "object" && a ? a.port : 0}`
+  })
+  afterAll(async () => {
+    await new Promise<void>((r) => proxy?.close(() => r()))
+    await upstream?.close()
+  })
+
+  it("attest batches survive 429/503 (same X-Request-Id per call); a share-token creation is not repeated", async () => {
+    const key = (await upstream.createKey()).key
+    const retries: Array<{ attempt: number; status: number | null; delayMs: number; requestId: string }> = []
+    const layer = AttestdClient.layer({ baseUrl: url, apiKey: key, retry: { maxAttempts: 6, baseDelayMs: 5, onRetry: (i) => retries.push(i) } })
+    const run = <A, E>(f: (c: AttestdClient["Type"]) => Effect.Effect<A, E>) => Effect.runPromise(Effect.flatMap(AttestdClient, f).pipe(Effect.provide(layer)))
+    // every 3rd request 429 (Retry-After 0), every 5th 503 with an HTML body
+    inject = (n) => (n % 3 === 0 ? 429 : n % 5 === 0 ? 503 : null)
+    const hashes = Array.from({ length: 500 }, () => HashHex.make(randomHash()))
+    const got = await run((c) =>
+      Effect.forEach([0, 100, 200, 300, 400], (i) => c.attestations.attestBatch({ payload: { hashes: hashes.slice(i, i + 100) } })))
+    expect(new Set(got.flatMap((r) => r.attestations.map((a) => a.hash_hex)))).toEqual(new Set(hashes))
+    const injected = seen.filter((x) => x.injected !== null).length
+    expect(injected).toBeGreaterThan(0)
+    expect(retries.length).toBe(injected)
+    expect(retries.every((r) => r.delayMs >= 0 && r.delayMs <= 5 * 2 ** (r.attempt - 1))).toBe(true)
+    const byRid = new Map<string, number>()
+    for (const x of seen) byRid.set(x.rid!, (byRid.get(x.rid!) ?? 0) + 1)
+    expect([byRid.size, [...byRid.values()].reduce((a, b) => a + b, 0)]).toEqual([5, seen.length])
+    console.log(`Effect client retry: ${seen.length} requests for 5 calls, ${injected} injected (429/503), delays ${JSON.stringify(retries.map((r) => r.delayMs))}`)
+
+    // not repeatable: the 503 reaches the caller after one request (decoded as the contract's ServiceUnavailable or an HTTP error)
+    seen.length = 0
+    inject = (_n, method, path) => (method === "POST" && path === "/v1/share-tokens" ? 503 : null)
+    const e = await run((c) => Effect.flip(c.shareTokens.create({ payload: { attestation_ids: [got[0]!.attestations[0]!.id], expires_in: 60 } })))
+    expect(seen.length).toBe(1)
+    expect(e instanceof ServiceUnavailable || (e as { _tag: string })._tag === "ResponseError").toBe(true)
+    // repeatable, but attempts are bounded: 3 attempts, then the failure
+    seen.length = 0
+    inject = () => 503
+    const bounded = await Effect.runPromise(
+      Effect.flatMap(AttestdClient, (c) => Effect.flip(c.info.info())).pipe(
+        Effect.provide(AttestdClient.layer({ baseUrl: url, retry: { maxAttempts: 3, baseDelayMs: 1 } }))
+      )
+    )
+    expect(bounded).toBeTruthy()
+    expect([seen.length, new Set(seen.map((x) => x.rid)).size]).toEqual([3, 1])
+    // retry: false sends once
+    seen.length = 0
+    await Effect.runPromise(
+      Effect.flatMap(AttestdClient, (c) => Effect.flip(c.info.info())).pipe(Effect.provide(AttestdClient.layer({ baseUrl: url, retry: false })))
+    )
+    expect(seen.length).toBe(1)
+    inject = () => null
+  })
+})
 
 describe("client entry points load no server code", () => {
   it("PACKAGE_VERSION is package.json's version", () => {

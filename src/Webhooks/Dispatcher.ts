@@ -36,6 +36,8 @@ import { type Delivery, WebhookRepo } from "./Repo.js"
 const FAN_OUT_BATCH = 5000
 const LEASE_MS = 60_000
 const POLL_MS = 500
+/** Freed slots are gathered for this long before claiming again (one claim query serves several). */
+const CLAIM_GAP_MS = 50
 const FAN_OUT_LOCK = 727005
 
 /** A lookup that refuses non-public addresses, so the address checked is the address connected to. */
@@ -176,8 +178,9 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
 
     /**
      * Fans out every POLL_MS and keeps the slots busy: whenever an attempt ends
-     * (or POLL_MS passes) the free slots are offered to claimDue again, so a
-     * healthy endpoint never waits for a slow one's attempts to time out.
+     * (or POLL_MS passes; at most every CLAIM_GAP_MS) the free slots are offered
+     * to claimDue again, so a healthy endpoint never waits for a slow one's
+     * attempts to time out.
      */
     const run = Effect.gen(function*() {
       const freed = yield* Queue.sliding<void>(1)
@@ -208,6 +211,8 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
           }
         }
         yield* Queue.take(freed).pipe(Effect.timeout(Duration.millis(POLL_MS)), Effect.ignore)
+        const since = (yield* Clock.currentTimeMillis) - t
+        if (since < CLAIM_GAP_MS) yield* Effect.sleep(Duration.millis(CLAIM_GAP_MS - since))
       }
     })
 

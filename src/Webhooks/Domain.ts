@@ -16,9 +16,9 @@ export const DELIVERY_TIMEOUT_MS = 10_000
  * attempts in flight (over all instances) for one webhook and for one key, so a
  * slow endpoint holds at most its share of the slots.
  */
-export const SEND_CONCURRENCY = 16
-export const WEBHOOK_IN_FLIGHT = 4
-export const KEY_IN_FLIGHT = 8
+export const SEND_CONCURRENCY = 64
+export const WEBHOOK_IN_FLIGHT = 16
+export const KEY_IN_FLIGHT = 16
 
 /**
  * The circuit of a webhook: after CIRCUIT_THRESHOLD failed attempts in a row it

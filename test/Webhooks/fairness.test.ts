@@ -191,7 +191,7 @@ for (const dialect of await dialects()) {
         const r = yield* receiver(() => "hang")
         const key = yield* newKey
         const w = yield* register(key.id, r.url)
-        yield* queueEvents(key, 20)
+        yield* queueEvents(key, CIRCUIT_THRESHOLD - 1)
         const t0 = yield* nowMillis
         const pass = (expected: number) =>
           Effect.gen(function*() {
@@ -204,29 +204,33 @@ for (const dialect of await dialects()) {
             expect(yield* Fiber.join(fiber)).toBe(expected)
           })
 
+        // 4 failures in a row: still closed
+        yield* pass(CIRCUIT_THRESHOLD - 1)
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: CIRCUIT_THRESHOLD - 1, opens: 0, openUntil: null })
+        // 36 more queued: the next pass sends WEBHOOK_IN_FLIGHT of them; the 5th failure in a row opens it at t0 + 20 s
+        yield* queueEvents(key, 36)
         yield* pass(WEBHOOK_IN_FLIGHT)
-        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: WEBHOOK_IN_FLIGHT, opens: 0, openUntil: null })
-        yield* pass(WEBHOOK_IN_FLIGHT) // the 5th failure in a row opens it at t0 + 20 s
+        const attempted = CIRCUIT_THRESHOLD - 1 + WEBHOOK_IN_FLIGHT
         const openUntil = formatMillis(t0 + 2 * TIMEOUT + CIRCUIT_BASE_MS)
-        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 2 * WEBHOOK_IN_FLIGHT, opens: 1, openUntil })
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: attempted, opens: 1, openUntil })
         let rows = yield* queued([w.id])
-        expect(rows).toHaveLength(20)
-        expect(rows.filter((d) => Number(d.attempts) === 1 && d.status === "retrying" && d.response_code === null)).toHaveLength(8)
-        expect(rows.filter((d) => Number(d.attempts) === 0 && d.status === "pending")).toHaveLength(12)
+        expect(rows).toHaveLength(40)
+        expect(rows.filter((d) => Number(d.attempts) === 1 && d.status === "retrying" && d.response_code === null)).toHaveLength(attempted)
+        expect(rows.filter((d) => Number(d.attempts) === 0 && d.status === "pending")).toHaveLength(40 - attempted)
         expect(rows.every((d) => d.next_attempt_at >= openUntil)).toBe(true) // delayed, and the record says until when
-        expect(rows.filter((d) => d.next_attempt_at === openUntil)).toHaveLength(12)
+        expect(rows.filter((d) => d.next_attempt_at === openUntil)).toHaveLength(40 - attempted)
 
         // open: nothing goes out, however often the dispatcher asks
         expect(yield* sendDue).toBe(0)
         yield* advance(CIRCUIT_BASE_MS - 1)
         expect(yield* sendDue).toBe(0)
-        expect(r.requests).toHaveLength(8)
+        expect(r.requests).toHaveLength(attempted)
 
         // half-open: one probe; it times out, so the circuit opens again for twice as long
         yield* advance(1)
         yield* pass(1)
         const reopened = formatMillis(t0 + 2 * TIMEOUT + CIRCUIT_BASE_MS + TIMEOUT + 2 * CIRCUIT_BASE_MS)
-        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 9, opens: 2, openUntil: reopened })
+        expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: attempted + 1, opens: 2, openUntil: reopened })
         expect(yield* sendDue).toBe(0)
 
         // the endpoint recovers: the next probe succeeds and closes the circuit; the backlog drains fairly
@@ -234,7 +238,7 @@ for (const dialect of await dialects()) {
         yield* advance(2 * CIRCUIT_BASE_MS)
         expect(yield* sendDue).toBe(1)
         expect(yield* circuitOf(w.id)).toMatchObject({ consecutiveFailures: 0, opens: 0, openUntil: null })
-        for (let i = 0; i < 10 && r.requests.length < 9 + 20; i++) {
+        for (let i = 0; i < 10 && r.requests.length < attempted + 1 + 40; i++) {
           expect(yield* sendDue).toBeLessThanOrEqual(WEBHOOK_IN_FLIGHT)
         }
         rows = yield* queued([w.id])

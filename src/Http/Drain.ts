@@ -4,8 +4,9 @@
  * `DrainLive` runs first, while the request handlers, the database and the
  * workers are still there:
  *
- * 1. let the event loop take in what is already on the wire (connections in
- *    the accept queue, request bytes in socket buffers), then stop listening;
+ * 1. keep listening until quiet (at most 1 s), so connections already in the
+ *    kernel's accept queue are accepted and answered rather than reset, then stop
+ *    listening;
  * 2. every response from now on carries `Connection: close`;
  * 3. wait until no request is in flight and none has arrived for 250 ms and 10
  *    turns of the event loop (bounded
@@ -33,6 +34,8 @@ export interface Drainer {
 const QUIET_MS = 250
 /** …and for at least this many turns of the event loop (each polls the sockets). */
 const QUIET_TURNS = 10
+/** How long the listener stays open after the signal, at most, while the server is not quiet. */
+const ACCEPT_GRACE_MS = 1_000
 
 const turn = () => new Promise<void>((r) => setImmediate(r))
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
@@ -56,32 +59,37 @@ export const makeDrainer = (): Drainer => {
       if (server === undefined || draining) return true
       draining = true
       const deadline = Date.now() + timeoutMs
-      // What the kernel already holds (accept queue, request bytes) is read in the next poll phases.
-      await turn()
-      await turn()
-      // Stop listening without http.Server#close's closeIdleConnections: a connection
-      // accepted a moment ago whose request is not parsed yet still looks idle.
+      // Quiet: no request in flight and none seen for QUIET_MS and QUIET_TURNS turns of the
+      // event loop (a process starved of CPU can see 250 ms pass in one turn, before it has
+      // polled its sockets). Each request seen restarts it.
+      const quiet = async (until: number) => {
+        let quietSince = inFlight.size === 0 ? Date.now() : undefined
+        let quietTurns = 0
+        let seen = requests
+        while (Date.now() < until) {
+          if (inFlight.size > 0 || requests !== seen) {
+            quietSince = undefined
+            quietTurns = 0
+          } else if (quietSince === undefined) quietSince = Date.now()
+          else quietTurns++
+          seen = requests
+          if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS && quietTurns >= QUIET_TURNS) return
+          await pause(20)
+        }
+      }
+      // 1. Keep listening for a short grace: connections the kernel has already queued are
+      //    accepted and answered (with Connection: close) instead of reset when the listener
+      //    closes. A busy process was seen leaving connections in its accept queue for
+      //    300-600 ms under a burst of new connections; closing the listener resets those.
+      await quiet(Math.min(deadline, Date.now() + ACCEPT_GRACE_MS))
+      // 2. Stop listening without http.Server#close's closeIdleConnections: a connection
+      //    accepted a moment ago whose request is not parsed yet still looks idle.
       if (server.listening) await new Promise<void>((r) => NetServer.prototype.close.call(server, () => r()))
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false
-      // Then a quiet period: a keep-alive client may have written its next request just
-      // before the signal, on a connection the server has not read yet (a loaded machine
-      // can take tens of ms to get there); such a request is answered (with Connection:
-      // close) rather than reset. Each request seen restarts the quiet period.
-      // Quiet is counted in time AND in turns of the event loop: a process starved of CPU
-      // (a loaded host) can see 250 ms pass in one turn, before it has polled its sockets.
-      let quietSince = inFlight.size === 0 ? Date.now() : undefined
-      let quietTurns = 0
-      let seen = requests
-      while (Date.now() < deadline) {
-        if (inFlight.size > 0 || requests !== seen) {
-          quietSince = undefined
-          quietTurns = 0
-        } else if (quietSince === undefined) quietSince = Date.now()
-        else quietTurns++
-        seen = requests
-        if (quietSince !== undefined && Date.now() - quietSince >= QUIET_MS && quietTurns >= QUIET_TURNS) break
-        await pause(20)
-      }
+      // 3. Quiet again: a keep-alive client may have written its next request just before the
+      //    signal, on a connection the server has not read yet; such a request is answered
+      //    (with Connection: close) rather than reset.
+      await quiet(deadline)
       const drained = inFlight.size === 0
       if (drained) server.closeIdleConnections()
       else server.closeAllConnections()

@@ -292,6 +292,10 @@ export const IMPORT_CHUNK = 500
  */
 export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
   Effect.gen(function*() {
+    // Taken before anything is awaited: readline drops the lines it emits before its iterator exists.
+    const iterator = Symbol.asyncIterator in source
+      ? (source as AsyncIterable<string>)[Symbol.asyncIterator]()
+      : (source as Iterable<string>)[Symbol.iterator]()
     const sql = yield* SqlClient.SqlClient
     const errors: Array<ImportLineError> = []
     const retiredKeys = new Set<string>()
@@ -330,9 +334,6 @@ export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
       }
     })
 
-    const iterator = Symbol.asyncIterator in source
-      ? (source as AsyncIterable<string>)[Symbol.asyncIterator]()
-      : (source as Iterable<string>)[Symbol.iterator]()
     let lineNo = 0
     while (true) {
       const next = yield* Effect.tryPromise({
@@ -376,7 +377,9 @@ export const importFile = (path: string) =>
     })
     const stream = createReadStream(path, { encoding: "utf8" })
     const rl = createInterface({ input: stream, crlfDelay: Infinity })
-    return yield* importLines(rl).pipe(Effect.ensuring(Effect.sync(() => {
+    // The iterator exists from the start, so it buffers every line however long the store takes.
+    const lines = rl[Symbol.asyncIterator]()
+    return yield* importLines({ [Symbol.asyncIterator]: () => lines }).pipe(Effect.ensuring(Effect.sync(() => {
       rl.close()
       stream.destroy()
     })))

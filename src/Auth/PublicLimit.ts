@@ -6,7 +6,7 @@
  * charges every request except those to keyed routes carrying a bearer
  * credential, and the Authenticator charges those whose credential fails.
  */
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import { isIP } from "node:net"
 import { RateLimited } from "../Domain/Errors.js"
 import type { AppConfigShape } from "../Platform/Config.js"
@@ -34,6 +34,32 @@ export const publicBucketOf = (ip: string): string => {
   return prefix === undefined ? `ip:${ip}` : `ip6:${prefix}::/64`
 }
 
+/** The most addresses remembered as refused (per limiter, that is per server). */
+const BLOCKED_MAX = 10_000
+
+/**
+ * Addresses whose window is full, until the second it frees a request: while
+ * there, a request is refused without asking the store (no SQL round trips on
+ * Postgres for a flood of refused requests). Exact for a sliding window: with
+ * nothing left, no request fits before the reset. One map per limiter instance.
+ */
+const blockedBy = new WeakMap<object, Map<string, number>>()
+
+const blockedOf = (limiter: RateLimiter["Type"]): Map<string, number> => {
+  let m = blockedBy.get(limiter)
+  if (!m) blockedBy.set(limiter, m = new Map())
+  return m
+}
+
+const refusal = (limit: number, cost: number, info: { limit: number; remaining: number; reset: number; retryAfter: number }) =>
+  new RateLimited({
+    message: cost > 1
+      ? `public rate limit of ${limit} per minute exceeded for this address (batch verify counts each hash)`
+      : `public rate limit of ${limit} requests per minute exceeded for this address`,
+    details: { limit, retry_after: info.retryAfter },
+    rateLimit: info
+  })
+
 /**
  * Counts `cost` against the caller's address when the public limit is on; 429
  * RATE_LIMIT when over. Writes the verdict for the X-RateLimit-* headers and
@@ -47,19 +73,29 @@ export const chargePublic = (
 ): Effect.Effect<void, RateLimited> => {
   if (Option.isNone(config.publicRateLimit) || cost <= 0) return Effect.void
   const limit = config.publicRateLimit.value
+  const bucket = publicBucketOf(meta.clientIp)
   meta.publicCharged = true
-  return Effect.flatMap(limiter.hit(publicBucketOf(meta.clientIp), limit, 60, cost), (verdict) => {
-    const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-    meta.rateLimit = info
-    if (verdict.allowed) return Effect.void
-    return Effect.fail(
-      new RateLimited({
-        message: cost > 1
-          ? `public rate limit of ${limit} per minute exceeded for this address (batch verify counts each hash)`
-          : `public rate limit of ${limit} requests per minute exceeded for this address`,
-        details: { limit, retry_after: verdict.retryAfter },
-        rateLimit: info
-      })
-    )
+  return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const second = Math.floor(now / 1000)
+    const blocked = blockedOf(limiter)
+    const until = blocked.get(bucket)
+    if (until !== undefined) {
+      if (second < until) {
+        const info = { limit, remaining: 0, reset: until, retryAfter: until - second }
+        meta.rateLimit = info
+        return Effect.fail(refusal(limit, cost, info))
+      }
+      blocked.delete(bucket)
+    }
+    return Effect.flatMap(limiter.hit(bucket, limit, 60, cost), (verdict) => {
+      const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
+      meta.rateLimit = info
+      if (verdict.allowed) return Effect.void
+      if (verdict.remaining === 0 && verdict.reset > second) {
+        if (blocked.size >= BLOCKED_MAX) blocked.delete(blocked.keys().next().value!)
+        blocked.set(bucket, verdict.reset)
+      }
+      return Effect.fail(refusal(limit, cost, info))
+    })
   })
 }

@@ -5,9 +5,12 @@
  * idempotent, conflicts are per line, imported records seal into T1 and their
  * evidence verifies with the original key.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Duration } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { importLines, type ImportReport } from "../../src/Attestations/Import.js"
+import { importFile, importLines, type ImportReport } from "../../src/Attestations/Import.js"
 import { verifyBundle } from "../../src/Verify/Verifier.js"
 import { poll } from "../helpers/anchoring.js"
 import { dialects } from "../helpers/databases.js"
@@ -152,6 +155,23 @@ for (const dialect of await dialects()) {
       expect((await pub.get(`/v1/attestation/${live.body.id}`)).body).toMatchObject({ timestamp: live.body.timestamp })
       expect((await pub.get(`/v1/attestation/${base + 50}`)).body.hash_hex).toBe(fresh.hash_hex)
       expectEnvelope(await pub.get(`/v1/attestation/${base + 51}`), 404, "NOT_FOUND")
+    })
+
+    it("importFile reads every line of a small file, however quickly the file is read (repeated)", async () => {
+      const dir = mkdtempSync(join(tmpdir(), "attestd-import-file-"))
+      try {
+        const path = join(dir, "small.jsonl")
+        const records = [historicalRecord(key, { hash_hex: randomHash() }), historicalRecord(key, { hash_hex: randomHash() })]
+        writeFileSync(path, jsonl(records))
+        const first = await server.run(importFile(path))
+        expect(first).toMatchObject({ lines: 2, imported: 2, failed: 0 })
+        for (let i = 0; i < 10; i++) {
+          expect(await server.run(importFile(path)), `round ${i}`).toMatchObject({ lines: 2, imported: 0, existing: 2, failed: 0 })
+        }
+        await expect(server.run(importFile(join(dir, "missing.jsonl")))).rejects.toThrow(/cannot read/)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
     })
 
     it("imported records seal into T1 like any attestation; the evidence verifies with the original key from /v1/keys", async () => {

@@ -10,9 +10,9 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clientAddressOf, parseTrustProxy } from "../../src/Auth/ClientAddress.js"
-import { publicBucketOf } from "../../src/Auth/PublicLimit.js"
+import { chargePublic, publicBucketOf } from "../../src/Auth/PublicLimit.js"
 import { makeMemoryLimiter, MEMORY_LIMITER_MAX_KEYS } from "../../src/Auth/RateLimiter.js"
-import { appConfig, DEFAULT_PUBLIC_RATE_LIMIT, DEFAULT_SERVER_LIMITS } from "../../src/Platform/Config.js"
+import { AppConfig, appConfig, DEFAULT_PUBLIC_RATE_LIMIT, DEFAULT_SERVER_LIMITS } from "../../src/Platform/Config.js"
 import { dialects } from "../helpers/databases.js"
 import { client, expectEnvelope, randomHash, startTestServer, type TestServer } from "../helpers/server.js"
 
@@ -149,6 +149,34 @@ describe("the in-memory limiter is bounded", () => {
       expect(refused.allowed).toBe(false)
       expect(refused.remaining).toBe(10)
       expect((yield* limiter.hit("w", 30, 60, 10)).remaining).toBe(0)
+    }))
+})
+
+describe("a full address is refused without asking the store", () => {
+  effectIt.effect("until its window frees a request; then the store decides again", () =>
+    Effect.gen(function*() {
+      const memory = makeMemoryLimiter()
+      let storeHits = 0
+      const limiter = { hit: (...a: Parameters<typeof memory.hit>) => (storeHits++, memory.hit(...a)) }
+      const config = AppConfig.make({ publicRateLimit: Option.some(3) })
+      const meta = { requestId: "r", clientIp: "192.0.2.1", path: "/verify", rateLimit: undefined }
+      const charge = (cost = 1) => Effect.either(chargePublic(config, limiter, { ...meta }, cost))
+      for (let i = 0; i < 3; i++) expect(Either.isRight(yield* charge())).toBe(true)
+      const refused = yield* charge()
+      expect(Either.isLeft(refused) && refused.left.rateLimit.retryAfter).toBe(60)
+      expect(storeHits).toBe(4)
+      yield* TestClock.adjust(Duration.seconds(30))
+      for (let i = 0; i < 10; i++) {
+        const r = yield* charge(i % 2 ? 1 : 50)
+        expect(Either.isLeft(r) && r.left.rateLimit).toEqual({ limit: 3, remaining: 0, reset: 60, retryAfter: 30 })
+      }
+      expect(storeHits).toBe(4)
+      // another address is asked about as usual
+      expect(Either.isRight(yield* Effect.either(chargePublic(config, limiter, { ...meta, clientIp: "192.0.2.2" })))).toBe(true)
+      expect(storeHits).toBe(5)
+      yield* TestClock.adjust(Duration.seconds(30))
+      expect(Either.isRight(yield* charge())).toBe(true)
+      expect(storeHits).toBe(6)
     }))
 })
 

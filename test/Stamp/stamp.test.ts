@@ -14,7 +14,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Duration } from "effect"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseDurationMs, progressBar } from "../../src/Stamp/Files.js"
 import { parseHmacKey } from "../../src/Stamp/Receipt.js"
 import { stampFiles } from "../../src/Stamp/Stamp.js"
@@ -78,12 +78,14 @@ afterAll(() => {
 for (const dialect of await dialects()) {
   describe(`stamp → upgrade → verify (${dialect})`, () => {
     let server: TestServer
+    beforeAll(async () => {
+      server = await startTestServer(dialect, FAST)
+    }, 60_000)
     afterAll(async () => {
       await server?.close()
     })
 
     it("stamps files, upgrades the receipts to T2 with FILE.ots, verifies the files; a tampered file fails", async () => {
-      server = await startTestServer(dialect, FAST)
       const { key } = await server.createKey({ scopes: ["attest", "batch", "metadata:read"] })
       const env = { ATTESTD_URL: server.url, ATTESTD_API_KEY: key }
       const dir = tmp()
@@ -164,6 +166,10 @@ for (const dialect of await dialects()) {
       expect(text).not.toContain(hmacKey)
 
       expect((await cli(["verify", file, "--hmac-key", hmacKey], env)).json).toMatchObject({ verdict: "verified", checks: { input: { status: "ok" } } })
+      // the wrapper is accepted wherever a bundle is: here with the attested HMAC as --hash
+      const wrapped = await cli(["verify", `${file}.attestd.json`, "--hash", hmac, "--server", server.url])
+      expect(wrapped.code, wrapped.stdout + wrapped.stderr).toBe(0)
+      expect(wrapped.json).toMatchObject({ verdict: "verified", checks: { input: { status: "ok", source: "hash" } } })
       const noKey = await cli(["verify", file], env)
       expect(noKey.code).toBe(2)
       expect(noKey.stderr).toMatch(/give the same --hmac-key/)

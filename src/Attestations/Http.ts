@@ -1,7 +1,8 @@
 /** Handlers for attest, verify and lookup. */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
+import { Authenticator } from "../Auth/Authenticator.js"
+import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
 import { chargePublic } from "../Auth/PublicLimit.js"

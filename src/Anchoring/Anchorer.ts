@@ -30,7 +30,7 @@ import { HealthChecks, type CheckResult } from "../Info/HealthChecks.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig } from "../Platform/Config.js"
-import { exclusively } from "../Sealing/Sealer.js"
+import { exclusively } from "../Platform/Locks.js"
 import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 
 const ANCHOR_LOCK = 727003

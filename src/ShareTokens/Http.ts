@@ -2,7 +2,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
-import { findAttestation } from "../Attestations/Http.js"
+import { findAttestation } from "../Attestations/Find.js"
 import { requireScope } from "../Auth/Http.js"
 import { hashSecret } from "../Auth/Domain.js"
 import { ClaimRepo } from "../Claims/Repo.js"

@@ -27,7 +27,7 @@ import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platfor
 import { ProofsLive } from "./Sealing/Http.js"
 import { AnchorsLive, SimulatedChainLive } from "./Anchoring/Http.js"
 import { AnchoringRepo } from "./Anchoring/Repo.js"
-import { ShareTokenRepo } from "./ShareTokens/Repo.js"
+import { ShareTokenRepo } from "./Auth/ShareTokenRepo.js"
 import { ShareTokensLive } from "./ShareTokens/Http.js"
 import { ClaimsLive } from "./Claims/Http.js"
 import { ClaimRepo } from "./Claims/Repo.js"

@@ -13,8 +13,8 @@ import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain
 import { RateLimiter } from "./RateLimiter.js"
 import { chargePublic } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
-import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "../ShareTokens/Domain.js"
-import { ShareTokenRepo, shareTokenState } from "../ShareTokens/Repo.js"
+import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
+import { ShareTokenRepo, shareTokenState } from "./ShareTokenRepo.js"
 
 const invalidKey = new AuthError({ message: "invalid or missing API key" })
 

@@ -9,7 +9,7 @@ import { ClaimRepo } from "../Claims/Repo.js"
 import { excerpt, NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { newShareTokenId, newShareTokenSecret } from "./Domain.js"
-import { type ShareToken, ShareTokenRepo, shareTokenState } from "./Repo.js"
+import { type ShareToken, ShareTokenRepo, shareTokenState } from "../Auth/ShareTokenRepo.js"
 
 const info = (t: ShareToken, now: string) => ({
   id: t.id,

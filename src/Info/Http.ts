@@ -9,8 +9,8 @@ import { Signer } from "../Platform/Signer.js"
 import { SigningKeys } from "../Platform/SigningKeys.js"
 import { derToPem, pemToDers } from "../Platform/Tsa/Rfc3161.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
-import { HealthChecks } from "./HealthChecks.js"
-import { SERVICE_VERSION } from "./Version.js"
+import { HealthChecks } from "../Platform/HealthChecks.js"
+import { SERVICE_VERSION } from "../Domain/Version.js"
 import { testVectors } from "./TestVectors.js"
 
 export const ASSURANCE = {

@@ -21,6 +21,7 @@ import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import { requestMetas } from "./AccessLog.js"
+import { stripV1 } from "./Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { BodyGates } from "./BodyGates.js"
 import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
@@ -184,11 +185,6 @@ const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 /** The caller's X-Request-Id when it is printable ASCII of at most 128 characters, else a new one. */
 export const requestIdOf = (given: string | undefined): string =>
   given !== undefined && REQUEST_ID.test(given) ? given : randomUUID()
-
-export const stripV1 = (url: string): string => {
-  if (url === "/v1" || url.startsWith("/v1?")) return "/" + url.slice(3)
-  return url.startsWith("/v1/") ? url.slice(3) : url
-}
 
 /** The path of a request target without its query and without the /v1 prefix. */
 export const routePathOf = (url: string): string => {

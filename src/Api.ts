@@ -10,7 +10,7 @@ import { ShareTokensApi } from "./ShareTokens/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
 import { CensusApi, DerivedListsPublicApi } from "./Census/Api.js"
 import { BrandApi } from "./Brand/Api.js"
-import { SERVICE_VERSION } from "./Info/Version.js"
+import { SERVICE_VERSION } from "./Domain/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Http/OpenApiFixups.js"
 

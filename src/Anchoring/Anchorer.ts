@@ -26,11 +26,11 @@ import {
 import { formatMillis } from "../Domain/Time.js"
 import { headerBytes, meetsTarget, parseHeader } from "../Domain/BitcoinHeader.js"
 import { BitcoinHeaderSources } from "../Platform/Bitcoin/HeaderSources.js"
-import { HealthChecks, type CheckResult } from "../Info/HealthChecks.js"
+import { HealthChecks, type CheckResult } from "../Platform/HealthChecks.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig } from "../Platform/Config.js"
-import { exclusively } from "../Sealing/Sealer.js"
+import { exclusively } from "../Platform/Locks.js"
 import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 
 const ANCHOR_LOCK = 727003

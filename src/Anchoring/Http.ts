@@ -2,7 +2,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { Api } from "../Api.js"
-import { findAttestation } from "../Attestations/Http.js"
+import { findAttestation } from "../Attestations/Find.js"
 import type { Attestation } from "../Attestations/Domain.js"
 import { NotFound } from "../Domain/Errors.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"

@@ -7,7 +7,7 @@ import { T0_ALGORITHM } from "../Domain/T0.js"
 import { SealingRepo } from "../Sealing/Repo.js"
 import { AnchorProofs } from "../Anchoring/Proofs.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
-import { SigningKeys } from "../Info/Http.js"
+import { SigningKeys } from "../Platform/SigningKeys.js"
 import { type Attestation, legacyOf } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({

@@ -1,23 +1,25 @@
 /** Handlers for attest, verify and lookup. */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
+import { Authenticator } from "../Auth/Authenticator.js"
+import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { currentRequestMeta } from "../Http/RequestMeta.js"
 import { AppConfig } from "../Platform/Config.js"
-import { parseAttestationRef } from "../Domain/AttestationId.js"
-import { AuthError, NotFound, ValidationError } from "../Domain/Errors.js"
+import { AuthError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
-import { type Attestation, EXTRA_DATA_MAX_BYTES, legacyOf } from "./Domain.js"
+import { type Attestation, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
 import type { AttestPayload } from "./Api.js"
 import { Evidence } from "./Evidence.js"
+import { checkExtraData } from "./ExtraData.js"
+import { findAttestation } from "./Find.js"
 
 const itemOf = (a: Attested) => ({
   id: a.attestation.id,
@@ -33,34 +35,6 @@ const itemOf = (a: Attested) => ({
   extra_data: a.claim.extraData ?? null,
   client_encrypted: a.claim.clientEncrypted
 })
-
-/**
- * Checks extra_data's size. With client_encrypted the object is an opaque blob
- * (spec 2.4): any JSON object is accepted, stored and returned exactly as sent;
- * our helpers' `{alg, iv, ciphertext}` layout is a recommendation, not a rule.
- */
-export const checkExtraData = (extraData: unknown, _clientEncrypted: boolean) =>
-  Effect.gen(function*() {
-    if (extraData === null || extraData === undefined) return
-    const size = Buffer.byteLength(JSON.stringify(extraData), "utf8")
-    if (size > EXTRA_DATA_MAX_BYTES) {
-      return yield* new ValidationError({
-        message: `extra_data must be at most ${EXTRA_DATA_MAX_BYTES} bytes of JSON`,
-        details: [{ path: ["extra_data"], message: `${size} bytes` }]
-      })
-    }
-  })
-
-export const findAttestation = (rawId: string) =>
-  Effect.gen(function*() {
-    const ref = parseAttestationRef(rawId)
-    const notFound = new NotFound({ message: `attestation ${rawId.trim().slice(0, 80)} not found` })
-    if (!ref) return yield* notFound
-    const repo = yield* AttestationRepo
-    const found = yield* Effect.orDie(repo.findByRef(ref))
-    if (!found) return yield* notFound
-    return found
-  })
 
 const statusOf = (a: Attestation) => ({
   id: a.id,

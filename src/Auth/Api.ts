@@ -2,7 +2,7 @@
 import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { AuthErrorEnvelope, ForbiddenEnvelope, QuotaExceededEnvelope, RateLimitedEnvelope } from "../Http/Envelope.js"
-import type { ShareToken } from "../ShareTokens/Repo.js"
+import type { ShareToken } from "./ShareTokenRepo.js"
 import type { ApiKey, Scope } from "./Domain.js"
 
 /** Who is calling: an API key, or a share token (read-only, for the attestations it lists). */

@@ -1,129 +1,13 @@
 /**
- * Authentication and authorisation: key lookup by hash, revocation, environment,
- * IP allowlist, the per-key sliding-window limit, and scope checks.
+ * The HttpApi side of authentication: the bearer security handler and scope checks.
+ * The Authenticator service itself lives in ./Authenticator.ts.
  */
-import { Clock, Effect, Layer, Option, Redacted } from "effect"
-import { AuthError, Forbidden } from "../Domain/Errors.js"
-import { AppConfig } from "../Platform/Config.js"
+import { Effect, Layer, Redacted } from "effect"
+import { Forbidden } from "../Domain/Errors.js"
 import { currentRequestMeta } from "../Http/RequestMeta.js"
-import { Authentication, CurrentPrincipal, type Principal } from "./Api.js"
-import { ApiKeyRepo } from "./ApiKeyRepo.js"
-import { ipAllowed } from "./ClientAddress.js"
-import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret, hasScope, type Scope } from "./Domain.js"
-import { RateLimiter } from "./RateLimiter.js"
-import { chargePublic } from "./PublicLimit.js"
-import { RateLimited } from "../Domain/Errors.js"
-import { formatMillis } from "../Domain/Time.js"
-import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "../ShareTokens/Domain.js"
-import { ShareTokenRepo, shareTokenState } from "../ShareTokens/Repo.js"
-
-const invalidKey = new AuthError({ message: "invalid or missing API key" })
-
-export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
-  effect: Effect.gen(function*() {
-    const repo = yield* ApiKeyRepo
-    const shareTokens = yield* ShareTokenRepo
-    const config = yield* AppConfig
-    const limiter = yield* RateLimiter
-
-    /** Resolves a presented API key, or fails with 401; checks env and allowlist (403). */
-    const resolveKey = (presented: string) =>
-      Effect.gen(function*() {
-        if (!API_KEY_PATTERN.test(presented)) return yield* invalidKey
-        const hash = hashSecret(presented)
-        const key = yield* Effect.orDie(repo.findByHash(hash))
-        if (!key || !digestsEqual(key.keyHash, hash) || key.revokedAt !== null) return yield* invalidKey
-        if (key.env !== null && key.env !== config.environment) {
-          return yield* new Forbidden({
-            message: `this key is restricted to the ${key.env} environment; this server is ${config.environment}`
-          })
-        }
-        if (key.allowIps !== null && key.allowIps.length > 0) {
-          const meta = yield* currentRequestMeta
-          if (!ipAllowed(key.allowIps, meta.clientIp)) {
-            return yield* new Forbidden({ message: `requests from ${meta.clientIp || "this address"} are not allowed for this key` })
-          }
-        }
-        return key
-      })
-
-    /** Counts the request against the key's per-minute limit (429 when over). */
-    const admit = (key: ApiKey) =>
-      Effect.gen(function*() {
-        const verdict = yield* limiter.hit(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit)
-        const meta = yield* currentRequestMeta
-        const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-        meta.rateLimit = info
-        if (!verdict.allowed) {
-          return yield* new RateLimited({
-            message: `rate limit of ${verdict.limit} requests per minute exceeded`,
-            details: { limit: verdict.limit, retry_after: verdict.retryAfter },
-            rateLimit: info
-          })
-        }
-      })
-
-    /** A share token: valid (not expired, revoked or exhausted) or 401; 100 requests/minute per token. */
-    const resolveShareToken = (presented: string) =>
-      Effect.gen(function*() {
-        if (!SHARE_TOKEN_PATTERN.test(presented)) return yield* invalidKey
-        const hash = hashSecret(presented)
-        const token = yield* Effect.orDie(shareTokens.findByHash(hash))
-        const now = formatMillis(yield* Clock.currentTimeMillis)
-        if (!token || !digestsEqual(token.tokenHash, hash)) return yield* invalidKey
-        const state = shareTokenState(token, now)
-        if (state !== "active") return yield* new AuthError({ message: `share token is ${state}`, details: { state } })
-        const verdict = yield* limiter.hit(`shr:${token.id}`, SHARE_TOKEN_RATE_LIMIT)
-        const meta = yield* currentRequestMeta
-        meta.rateLimit = verdict
-        if (!verdict.allowed) {
-          return yield* new RateLimited({
-            message: `share token rate limit of ${SHARE_TOKEN_RATE_LIMIT} requests per minute exceeded`,
-            rateLimit: verdict
-          })
-        }
-        return token
-      })
-
-    const authenticateOnce = (presented: string) =>
-      Effect.gen(function*() {
-        if (presented.startsWith("shr_")) {
-          return { _tag: "ShareToken", token: yield* resolveShareToken(presented) } as Principal
-        }
-        const key = yield* resolveKey(presented)
-        const meta = yield* currentRequestMeta
-        if (meta.requestId !== "-") meta.keyId = key.id
-        yield* admit(key)
-        return { _tag: "ApiKey", key } as Principal
-      })
-
-    /**
-     * A credential that fails (401, or 403 for its environment or address) is counted
-     * against the caller's public limit, unless the edge counted the request already:
-     * presenting something that looks like a key never bypasses that limit.
-     */
-    const authenticate = (presented: string) =>
-      authenticateOnce(presented).pipe(
-        Effect.tapError((e) =>
-          e._tag === "AuthError" || e._tag === "Forbidden"
-            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : chargePublic(config, limiter, meta))
-            : Effect.void
-        )
-      )
-
-    /**
-     * For public endpoints: the caller's key when a valid one is presented, never counted
-     * against the key or failed (the request is counted per address by the edge either way).
-     */
-    const optionalKey = (authorization: string | undefined) =>
-      Effect.gen(function*() {
-        if (!authorization || !authorization.startsWith("Bearer ")) return Option.none<ApiKey>()
-        return yield* resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
-      })
-
-    return { authenticate, optionalKey, resolveKey }
-  })
-}) {}
+import { Authentication, CurrentPrincipal } from "./Api.js"
+import { Authenticator } from "./Authenticator.js"
+import { hasScope, type Scope } from "./Domain.js"
 
 export const AuthenticationLive = Layer.effect(
   Authentication,

@@ -11,7 +11,7 @@ import type { Scope } from "../Auth/Domain.js"
 import { AuthError, Forbidden } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { currentRequestMeta } from "../Http/RequestMeta.js"
-import { ShareTokenRepo } from "../ShareTokens/Repo.js"
+import { ShareTokenRepo } from "../Auth/ShareTokenRepo.js"
 
 export const readerKeyId = (a: Attestation, scope: Scope) =>
   Effect.gen(function*() {

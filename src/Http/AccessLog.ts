@@ -10,7 +10,7 @@ import { Effect, Runtime } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
 import { recordHttp } from "../Platform/Metrics.js"
-import { stripV1 } from "./Edge.js"
+import { stripV1 } from "./Paths.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
 
 /** The meta of each request in flight, written by the edge and the fast lane. */

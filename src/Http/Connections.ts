@@ -8,7 +8,7 @@
  */
 import type { Server } from "node:http"
 import type { Socket } from "node:net"
-import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Auth/ClientAddress.js"
+import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
 import type { ServerLimits } from "../Platform/Config.js"
 

@@ -9,9 +9,10 @@ import { Cause, Effect, Either, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
 import { CurrentPrincipal } from "../Auth/Api.js"
-import { clientAddressOf } from "../Auth/ClientAddress.js"
+import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
-import { Authenticator, requireAnyScope, requireScope } from "../Auth/Http.js"
+import { Authenticator } from "../Auth/Authenticator.js"
+import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
@@ -20,6 +21,7 @@ import { errorResponse, rateLimitHeaders } from "./Envelope.js"
 import { scanJson, urlHasNul } from "./JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import { requestMetas } from "./AccessLog.js"
+import { stripV1 } from "./Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { BodyGates } from "./BodyGates.js"
 import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
@@ -183,11 +185,6 @@ const REQUEST_ID = /^[\x21-\x7e]{1,128}$/
 /** The caller's X-Request-Id when it is printable ASCII of at most 128 characters, else a new one. */
 export const requestIdOf = (given: string | undefined): string =>
   given !== undefined && REQUEST_ID.test(given) ? given : randomUUID()
-
-export const stripV1 = (url: string): string => {
-  if (url === "/v1" || url.startsWith("/v1?")) return "/" + url.slice(3)
-  return url.startsWith("/v1/") ? url.slice(3) : url
-}
 
 /** The path of a request target without its query and without the /v1 prefix. */
 export const routePathOf = (url: string): string => {

@@ -1,17 +1,16 @@
 /** Handlers for info, health, stats, keys and the test vectors. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
 import { Duration, Effect } from "effect"
 import { Api } from "../Api.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { NotFound } from "../Domain/Errors.js"
-import type { PublicJwk } from "../Domain/T0.js"
 import { AppConfig } from "../Platform/Config.js"
 import { Signer } from "../Platform/Signer.js"
+import { SigningKeys } from "../Platform/SigningKeys.js"
 import { derToPem, pemToDers } from "../Platform/Tsa/Rfc3161.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
-import { HealthChecks } from "./HealthChecks.js"
-import { SERVICE_VERSION } from "./Version.js"
+import { HealthChecks } from "../Platform/HealthChecks.js"
+import { SERVICE_VERSION } from "../Domain/Version.js"
 import { testVectors } from "./TestVectors.js"
 
 export const ASSURANCE = {
@@ -44,30 +43,6 @@ export const FEATURES = [
   "derived_lists",
   "brands"
 ] as const
-
-export type ListedJwk = PublicJwk & { readonly status?: "retired" }
-
-export class SigningKeys extends Effect.Service<SigningKeys>()("Info/SigningKeys", {
-  effect: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const isActive = (v: unknown) => v === true || v === 1 || v === "1" || v === "t"
-    const rows = sql<{ jwk: string; active: unknown }>`SELECT jwk, active FROM signing_keys ORDER BY created_at, kid`.pipe(Effect.orDie)
-    /** The keys this instance signs with. */
-    const active = Effect.map(rows, (rs) => rs.filter((r) => isActive(r.active)).map((r) => JSON.parse(r.jwk) as PublicJwk))
-    /** Every published key: the active ones, then the retired keys of imported historical attestations. */
-    const listed = Effect.map(rows, (rs): Array<ListedJwk> => [
-      ...rs.filter((r) => isActive(r.active)).map((r) => JSON.parse(r.jwk) as PublicJwk),
-      ...rs.filter((r) => !isActive(r.active)).map((r) => ({ ...(JSON.parse(r.jwk) as PublicJwk), status: "retired" as const }))
-    ])
-    /** The bare JWK of a published key (active or retired), for evidence bundles. */
-    const byKid = (kid: string) =>
-      Effect.map(
-        sql<{ jwk: string }>`SELECT jwk FROM signing_keys WHERE kid = ${kid}`.pipe(Effect.orDie),
-        (rs) => (rs[0] ? (JSON.parse(rs[0].jwk) as PublicJwk) : undefined)
-      )
-    return { active, listed, byKid }
-  })
-}) {}
 
 export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
   Effect.gen(function*() {

@@ -16,7 +16,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { SimulatedChain } from "../Platform/Calendar/SimulatedChain.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
-import { SigningKeys } from "./Http.js"
+import { SigningKeys } from "../Platform/SigningKeys.js"
 
 export const VERIFIER_PATH = "/verifier"
 export const SEA_ASSET = "verifier.html"

@@ -15,7 +15,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative, resolve } from "node:path"
-import { SERVICE_VERSION } from "../Info/Version.js"
+import { SERVICE_VERSION } from "../Domain/Version.js"
 import type { AppConfigShape } from "./Config.js"
 import { dialectOf, layerFromUrl } from "./Sql.js"
 

@@ -3,7 +3,7 @@
  * flags are folded in as a ConfigProvider in front of the environment.
  */
 import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
-import { parseTrustProxy, type TrustProxy } from "../Auth/ClientAddress.js"
+import { parseTrustProxy, type TrustProxy } from "./ClientAddress.js"
 
 export type Mode = "demo" | "production"
 export type Environment = "test" | "production"

@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
-import { findAttestation } from "../Attestations/Http.js"
+import { findAttestation } from "../Attestations/Find.js"
 import type { Attestation } from "../Attestations/Domain.js"
 import { NotFound } from "../Domain/Errors.js"
 import { parseTimeStampToken } from "../Platform/Tsa/Rfc3161.js"

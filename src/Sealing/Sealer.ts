@@ -5,12 +5,12 @@
  * written in one transaction, so a crash leaves no batch or a whole one. On
  * Postgres a session advisory lock lets exactly one instance seal at a time.
  */
-import { SqlClient } from "@effect/sql"
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
 import { buildTree, buildTreeParallel, PARALLEL_THRESHOLD } from "./MerkleBuilder.js"
 import { formatMillis } from "../Domain/Time.js"
-import type { CheckResult } from "../Info/HealthChecks.js"
-import { HealthChecks } from "../Info/HealthChecks.js"
+import type { CheckResult } from "../Platform/HealthChecks.js"
+import { HealthChecks } from "../Platform/HealthChecks.js"
+import { exclusively } from "../Platform/Locks.js"
 import { AppConfig } from "../Platform/Config.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
 import * as Metrics from "../Platform/Metrics.js"
@@ -23,22 +23,6 @@ export type SealOutcome =
   | { readonly _tag: "Sealed"; readonly batchId: number; readonly leaves: number }
   | { readonly _tag: "Empty" }
   | { readonly _tag: "Busy" }
-
-/** Runs `effect` only if this instance holds the named Postgres session lock; SQLite runs it directly. */
-export const exclusively = <A, E, R>(lockId: number, effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
-    if (!isPg) return Option.some(yield* effect)
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const conn = yield* Effect.orDie(sql.reserve)
-      const rows = yield* Effect.orDie(conn.executeRaw(`SELECT pg_try_advisory_lock(${lockId}) AS locked`, []))
-      const locked = (rows as any)?.rows?.[0]?.locked ?? (rows as any)?.[0]?.locked
-      if (locked !== true) return Option.none<A>()
-      yield* Effect.addFinalizer(() => Effect.ignore(conn.executeRaw(`SELECT pg_advisory_unlock(${lockId})`, [])))
-      return Option.some(yield* effect)
-    }))
-  })
 
 export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
   effect: Effect.gen(function*() {

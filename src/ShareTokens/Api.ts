@@ -6,7 +6,7 @@ import {
   NotFoundEnvelope,
   ValidationErrorEnvelope
 } from "../Http/Envelope.js"
-import { SHARE_TOKEN_MAX_EXPIRES_IN, SHARE_TOKEN_MAX_IDS } from "./Limits.js"
+import { SHARE_TOKEN_MAX_EXPIRES_IN, SHARE_TOKEN_MAX_IDS } from "../Auth/ShareTokenLimits.js"
 
 export const ShareTokenCreate = Schema.Struct({
   attestation_ids: Schema.Array(Schema.String).pipe(

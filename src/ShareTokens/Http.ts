@@ -2,14 +2,14 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
-import { findAttestation } from "../Attestations/Http.js"
+import { findAttestation } from "../Attestations/Find.js"
 import { requireScope } from "../Auth/Http.js"
 import { hashSecret } from "../Auth/Domain.js"
 import { ClaimRepo } from "../Claims/Repo.js"
 import { excerpt, NotFound, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
 import { newShareTokenId, newShareTokenSecret } from "./Domain.js"
-import { type ShareToken, ShareTokenRepo, shareTokenState } from "./Repo.js"
+import { type ShareToken, ShareTokenRepo, shareTokenState } from "../Auth/ShareTokenRepo.js"
 
 const info = (t: ShareToken, now: string) => ({
   id: t.id,

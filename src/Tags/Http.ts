@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
-import { findAttestation } from "../Attestations/Http.js"
+import { findAttestation } from "../Attestations/Find.js"
 import { requireScope } from "../Auth/Http.js"
 import { readerKeyId } from "../Claims/Access.js"
 import { ClaimRepo } from "../Claims/Repo.js"

@@ -20,7 +20,7 @@ import type { LookupFunction } from "node:net"
 import { lookup as dnsLookup } from "node:dns"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
-import { exclusively } from "../Sealing/Sealer.js"
+import { exclusively } from "../Platform/Locks.js"
 import {
   checkWebhookUrl,
   DELIVERY_TIMEOUT_MS,

@@ -185,6 +185,28 @@ for (const dialect of await dialects()) {
         expect(hole.accepted()).toBe(before)
       }))
 
+    it.scoped("concurrent claims (as from several instances) never exceed a webhook's cap nor claim one delivery twice", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const key = yield* newKey
+        const w = yield* register(key.id, "http://127.0.0.1:9/never-sent")
+        yield* queueEvents(key, 100)
+        const repo = yield* WebhookRepo
+        const t = yield* nowMillis
+        const claims = yield* Effect.all(
+          Array.from({ length: 6 }, () => Effect.orDie(repo.claimDue(formatMillis(t), formatMillis(t + MIN), 64))),
+          { concurrency: "unbounded" }
+        )
+        const ids = claims.flat().map((d) => d.id)
+        expect(ids.length).toBeGreaterThan(0)
+        expect(ids.length).toBeLessThanOrEqual(WEBHOOK_IN_FLIGHT)
+        expect(new Set(ids).size).toBe(ids.length)
+        expect(claims.flat().every((d) => d.webhookId === w.id)).toBe(true)
+        // the leases free the webhook again once they lapse
+        const later = yield* Effect.orDie(repo.claimDue(formatMillis(t + MIN), formatMillis(t + 2 * MIN), 64))
+        expect(later).toHaveLength(WEBHOOK_IN_FLIGHT)
+      }))
+
     it.scoped("the circuit: opens after repeated timeouts, delays (never drops or charges) queued deliveries, probes one at a time with a growing period, closes on success", () =>
       Effect.gen(function*() {
         yield* closeOpenDeliveries

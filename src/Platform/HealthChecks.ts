@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Duration, Effect } from "effect"
-import { Signer } from "../Platform/Signer.js"
+import { Signer } from "./Signer.js"
 
 export type CheckResult = "ok" | "degraded" | "unhealthy"
 
@@ -14,7 +14,7 @@ export interface TierProbe {
   readonly check: Effect.Effect<CheckResult>
 }
 
-export class HealthChecks extends Effect.Service<HealthChecks>()("Info/HealthChecks", {
+export class HealthChecks extends Effect.Service<HealthChecks>()("Platform/HealthChecks", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const signer = yield* Signer

@@ -1,4 +1,4 @@
-/** Share tokens (stored only as SHA-256) and their access log. */
+/** Share tokens, a read-only credential (stored only as SHA-256), and their access log. The ShareTokens feature manages them; Auth resolves them. */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
@@ -57,7 +57,7 @@ export interface AccessEntry {
   readonly path: string
 }
 
-export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("ShareTokens/ShareTokenRepo", {
+export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/ShareTokenRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 

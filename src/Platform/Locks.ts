@@ -1,0 +1,23 @@
+/**
+ * Cluster-wide mutual exclusion for background jobs (sealer, anchorer, webhook fan-out):
+ * on Postgres a session advisory lock on a reserved connection; SQLite has one writer
+ * process, so the job just runs.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+
+/** Runs `effect` only if this instance holds the named Postgres session lock; SQLite runs it directly. */
+export const exclusively = <A, E, R>(lockId: number, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    if (!isPg) return Option.some(yield* effect)
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const conn = yield* Effect.orDie(sql.reserve)
+      const rows = yield* Effect.orDie(conn.executeRaw(`SELECT pg_try_advisory_lock(${lockId}) AS locked`, []))
+      const locked = (rows as any)?.rows?.[0]?.locked ?? (rows as any)?.[0]?.locked
+      if (locked !== true) return Option.none<A>()
+      yield* Effect.addFinalizer(() => Effect.ignore(conn.executeRaw(`SELECT pg_advisory_unlock(${lockId})`, [])))
+      return Option.some(yield* effect)
+    }))
+  })

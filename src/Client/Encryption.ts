@@ -4,11 +4,9 @@
  * result as extra_data with client_encrypted: true. Works in Node 20+ and
  * browsers (globalThis.crypto.subtle).
  */
-import type { webcrypto } from "node:crypto"
-
-// Type-only: the runtime uses globalThis.crypto, so this module also runs in browsers.
-type CryptoKey = webcrypto.CryptoKey
-type SubtleCrypto = webcrypto.SubtleCrypto
+// Types read off globalThis.crypto (no node:* import, not even type-only): this module runs in browsers.
+type SubtleCrypto = typeof globalThis.crypto.subtle
+type CryptoKey = Awaited<ReturnType<SubtleCrypto["importKey"]>>
 
 export interface EncryptedBlob {
   readonly alg: "A256GCM"
@@ -19,7 +17,7 @@ export interface EncryptedBlob {
 }
 
 const subtle = (): SubtleCrypto => {
-  const s = (globalThis.crypto as unknown as webcrypto.Crypto | undefined)?.subtle
+  const s = (globalThis.crypto as typeof globalThis.crypto | undefined)?.subtle
   if (!s) throw new Error("WebCrypto (crypto.subtle) is not available")
   return s
 }
@@ -54,7 +52,7 @@ export const encryptExtraData = async (
   value: unknown,
   associatedData?: string
 ): Promise<EncryptedBlob> => {
-  const iv = (globalThis.crypto as unknown as webcrypto.Crypto).getRandomValues(new Uint8Array(12))
+  const iv = globalThis.crypto.getRandomValues(new Uint8Array(12))
   const plaintext = new TextEncoder().encode(JSON.stringify(value))
   const ciphertext = new Uint8Array(
     await subtle().encrypt(

@@ -5,11 +5,12 @@
  * attestations created through the API have none, so the registry cannot be
  * walked by number (CONTRACT §2, spec §1.8).
  */
-import { randomBytes } from "node:crypto"
+import { base64UrlEncode } from "./T0.js"
 
 export const ATTESTATION_ID_PATTERN = /^att_[A-Za-z0-9_-]{24}$/
 
-export const newAttestationId = (): string => "att_" + randomBytes(18).toString("base64url")
+/** WebCrypto randomness (Node 20 and browsers): Domain stays portable. */
+export const newAttestationId = (): string => "att_" + base64UrlEncode(globalThis.crypto.getRandomValues(new Uint8Array(18)))
 
 export type AttestationRef =
   | { readonly _tag: "Id"; readonly id: string }

@@ -8,6 +8,7 @@ import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
+import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
 import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
@@ -113,7 +114,8 @@ export const ServicesLive = (config: AppConfigShape) =>
     Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default, CensusRepo.Default, BrandRepo.Default, SigningKeys.Default)),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(CalendarLive(config)),
-    Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)
+    Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory),
+    Layer.provideMerge(KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"))
   )
 
 /** The HTTP API (without a listening server). */

@@ -27,3 +27,7 @@ export const orDieOnMismatch = <A, E, R>(self: Effect.Effect<A, E | ParseResult.
 export const decodeRows = <A, I, R>(row: Schema.Schema<A, I, R>) =>
   <E, R2>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R2>): Effect.Effect<ReadonlyArray<A>, E, R | R2> =>
     orDieOnMismatch(Effect.flatMap(rows, Schema.decodeUnknown(Schema.Array(row))))
+
+/** A field decoded from the snake_case column `name`: row schemas decode straight to the domain's camelCase shape. */
+export const column = <S extends Schema.Schema.Any>(name: string, schema: S) =>
+  Schema.propertySignature(schema).pipe(Schema.fromKey(name))

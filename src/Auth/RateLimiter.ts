@@ -133,6 +133,8 @@ interface KeyView {
   syncedAt: number
   /** Hits admitted here since, not yet written: second → count. */
   pending: Map<number, number>
+  /** Hits being written right now (counted until the window is read back). */
+  inflight: Map<number, number>
   /** What this instance may still admit before the next sync. */
   allowance: number
 }
@@ -168,6 +170,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
     const merged = (v: KeyView): Array<readonly [number, number]> => {
       const m = new Map<number, number>()
       for (const [s, n] of v.synced) m.set(s, (m.get(s) ?? 0) + n)
+      for (const [s, n] of v.inflight) m.set(s, (m.get(s) ?? 0) + n)
       for (const [s, n] of v.pending) m.set(s, (m.get(s) ?? 0) + n)
       return [...m].sort((a, b) => a[0] - b[0])
     }
@@ -175,11 +178,12 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       let v = views.get(key)
       if (v === undefined) {
         if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.keys().next().value!)
-        v = { window, synced: [], syncedAt: at, pending: new Map(), allowance: 0 }
+        v = { window, synced: [], syncedAt: at, pending: new Map(), inflight: new Map(), allowance: 0 }
         views.set(key, v)
       }
       v.window = Math.max(v.window, window)
       v.synced = [...rows]
+      v.inflight = new Map()
       v.syncedAt = at
       const used = sumIn(merged(v), second, v.window)
       v.allowance = Math.floor(Math.max(0, limit - used) * SQL_LIMITER_LOCAL_SHARE)
@@ -195,6 +199,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         keys.push(key)
         longest = Math.max(longest, v.window)
         for (const [second, n] of v.pending) batch.push({ key, second, n })
+        for (const [second, n] of v.pending) v.inflight.set(second, (v.inflight.get(second) ?? 0) + n)
         v.pending = new Map()
       }
       if (batch.length === 0) return
@@ -215,6 +220,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         if (!v) continue
         const window = v.window
         v.synced = (byKey.get(key) ?? []).filter(([s]) => s > second - window)
+        v.inflight = new Map()
         v.syncedAt = at
       }
     }).pipe(
@@ -237,9 +243,10 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         }
         const v = views.get(key)
         if (v && v.pending.size > 0) {
-          const pending = [...v.pending]
+          const pending = v.pending
           v.pending = new Map()
-          yield* sql`INSERT INTO rate_buckets ${sql.insert(pending.map(([s, n]) => ({ bucket_key: key, second: s, n })))}
+          for (const [s, n] of pending) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
+          yield* sql`INSERT INTO rate_buckets ${sql.insert([...pending].map(([s, n]) => ({ bucket_key: key, second: s, n })))}
             ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
         }
         const at = performance.now()

@@ -74,7 +74,7 @@ export const attestOne = (
 /** POST /verify for one digest; `keyId` adds that key's own source where it holds a claim. */
 export const verifyOne = (repo: AttestationRepo, hashHex: string, keyId: string | undefined) =>
   Effect.gen(function*() {
-    const [a] = yield* Effect.orDie(repo.findByHashes([hashHex]))
+    const a = yield* Effect.orDie(repo.findByHash(hashHex))
     if (!a) return { exists: false, hash_hex: hashHex }
     const [claim] = keyId === undefined ? [] : yield* Effect.orDie(repo.liveClaims(keyId, [a.seq]))
     return {

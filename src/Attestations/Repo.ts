@@ -111,6 +111,10 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
           (parts) => parts.flat().map(toAttestation)
         )
 
+    /** One digest's attestation (the verify hot path: one statement, no chunking). */
+    const findByHash = (hash: string) =>
+      Effect.map(sql<AttestationRow>`SELECT * FROM attestations WHERE hash_hex = ${hash}`, (rows) => rows.length === 0 ? undefined : toAttestation(rows[0]!))
+
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
         ref._tag === "Id"
@@ -162,6 +166,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     )
 
     return {
+      findByHash,
       findByHashes,
       findByRef,
       insertIfAbsent,

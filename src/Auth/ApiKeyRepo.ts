@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Effect } from "effect"
 import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, type Scope } from "./Domain.js"
+import { KEYS_CHANNEL, KeyCacheRef } from "./KeyCache.js"
 
 interface Row {
   readonly id: string
@@ -47,6 +48,8 @@ export interface NewKey {
 export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const cache = yield* KeyCacheRef
+    const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     const create = (input: NewKey) =>
       Effect.gen(function*() {
@@ -60,19 +63,32 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
         return { id, secret, createdAt: now }
       })
 
+    /** The key with this hash: from the cache while it is live (Postgres, KeyCache.ts), else the store. */
     const findByHash = (keyHash: string) =>
-      Effect.map(
-        sql<Row>`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`,
-        (rows) => (rows[0] ? toApiKey(rows[0]) : undefined)
-      )
+      Effect.suspend(() => {
+        const cached = cache.get(keyHash)
+        if (cached !== undefined) return Effect.succeed<ApiKey | undefined>(cached)
+        const generation = cache.generation()
+        return Effect.map(sql<Row>`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`, (rows) => {
+          const key = rows[0] ? toApiKey(rows[0]) : undefined
+          if (key !== undefined) cache.set(keyHash, key, generation)
+          return key
+        })
+      })
 
     const list = Effect.map(sql<Row>`SELECT * FROM api_keys ORDER BY created_at, id`, (rows) => rows.map(toApiKey))
 
     const revoke = (id: string) =>
       Effect.gen(function*() {
         const now = formatMillis(yield* Clock.currentTimeMillis)
-        const rows = yield* sql<{ id: string }>`UPDATE api_keys SET revoked_at = ${now}
-          WHERE id = ${id} AND revoked_at IS NULL RETURNING id`
+        // On Postgres every instance's key cache hears of it at commit (KeyCache.ts).
+        const rows = isPg
+          ? yield* sql<{ id: string }>`WITH revoked AS (
+              UPDATE api_keys SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING id
+            ) SELECT id, pg_notify(${KEYS_CHANNEL}, id) FROM revoked`
+          : yield* sql<{ id: string }>`UPDATE api_keys SET revoked_at = ${now}
+              WHERE id = ${id} AND revoked_at IS NULL RETURNING id`
+        cache.invalidate()
         return rows.length > 0
       })
 

@@ -111,37 +111,183 @@ export class RateLimiter extends Effect.Tag("Auth/RateLimiter")<RateLimiter, {
     return { hit: limiter.hit }
   })
 
-  static readonly sql = Layer.effect(
-    RateLimiter,
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      let calls = 0
-      return {
-        hit: (key, limit, windowSeconds = WINDOW_SECONDS, cost = 1) =>
-          Effect.gen(function*() {
-            const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-            const since = second - windowSeconds
-            if (++calls % 5_000 === 0) {
-              yield* Effect.ignore(sql`DELETE FROM rate_buckets WHERE second <= ${second - 3600}`)
-            }
-            // Count first, then add; a compensating decrement undoes an over-limit add from a race.
-            const rows = yield* sql<{ second: number | string; n: number | string }>`
-              WITH up AS (
-                INSERT INTO rate_buckets (bucket_key, second, n) VALUES (${key}, ${second}, ${cost})
-                ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + ${cost}
-                RETURNING second, n
-              )
-              SELECT second, n FROM up
-              UNION ALL
-              SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`
-            const buckets = rows.map((r) => [Number(r.second), Number(r.n)] as const)
-            const used = buckets.reduce((a, [, n]) => a + n, 0)
-            if (used <= limit) return verdictOf(limit, second, buckets, true, windowSeconds)
-            yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
-            const undone = buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
-            return verdictOf(limit, second, undone, false, windowSeconds)
-          }).pipe(Effect.orDie)
-      }
-    })
-  )
+  /**
+   * Several instances on one Postgres (see makeSqlLimiter): each hit is decided
+   * locally while the key's view of the database is fresh and its local
+   * allowance lasts; otherwise it makes the round trip.
+   */
+  static readonly sql = Layer.scoped(RateLimiter, Effect.flatMap(SqlClient.SqlClient, (sql) => makeSqlLimiter(sql)))
 }
+
+/** How long a key's view of the database counts as fresh, and how often local hits are written. */
+export const SQL_LIMITER_FRESH_MS = 1_000
+export const SQL_LIMITER_FLUSH_MS = 100
+/** The share of a key's remaining allowance (at its last sync) an instance may admit before syncing again. */
+export const SQL_LIMITER_LOCAL_SHARE = 0.1
+
+interface KeyView {
+  window: number
+  /** All instances' admitted hits in the window as the database held them at the last sync. */
+  synced: Array<readonly [number, number]>
+  /** When (performance.now) `synced` was read. */
+  syncedAt: number
+  /** Hits admitted here since, not yet written: second → count. */
+  pending: Map<number, number>
+  /** Hits being written right now (counted until the window is read back). */
+  inflight: Map<number, number>
+  /** What this instance may still admit before the next sync. */
+  allowance: number
+}
+
+/**
+ * The Postgres limiter, batched (issue 12 §3). The exact path is one statement
+ * per hit: add, read the window, undo if over. To spare that round trip on
+ * every request, each instance keeps a view of each busy key: the window as the
+ * database held it at the last sync, plus the hits admitted here since. While
+ * that view is under SQL_LIMITER_FRESH_MS old and its allowance — a tenth of
+ * the key's remaining allowance at the last sync — lasts, a hit is decided from
+ * it and written with others every SQL_LIMITER_FLUSH_MS in one statement, which
+ * also refreshes the view. Otherwise the hit takes the exact path.
+ *
+ * Tolerance: an instance decides without seeing what the others admitted since
+ * their last sync, and each of those is at most its allowance, a tenth of what
+ * remained then: with N instances at most (N − 1) × 10% of the limit can be
+ * admitted over it, and only while all of them are hammering one key. When
+ * under 10 units remain, the allowance is 0 and every hit is exact, so small
+ * limits hold exactly. Refusals are never counted. Freshness and flushing use
+ * real time; the window's seconds come from the Effect clock as before.
+ */
+export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function*() {
+    const views = new Map<string, KeyView>()
+    let calls = 0
+
+    const sumIn = (pairs: Iterable<readonly [number, number]>, second: number, window: number) => {
+      let n = 0
+      for (const [s, c] of pairs) if (s > second - window && s <= second) n += c
+      return n
+    }
+    const merged = (v: KeyView): Array<readonly [number, number]> => {
+      const m = new Map<number, number>()
+      for (const [s, n] of v.synced) m.set(s, (m.get(s) ?? 0) + n)
+      for (const [s, n] of v.inflight) m.set(s, (m.get(s) ?? 0) + n)
+      for (const [s, n] of v.pending) m.set(s, (m.get(s) ?? 0) + n)
+      return [...m].sort((a, b) => a[0] - b[0])
+    }
+    const refresh = (key: string, limit: number, window: number, second: number, rows: ReadonlyArray<readonly [number, number]>, at: number) => {
+      let v = views.get(key)
+      if (v === undefined) {
+        if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.keys().next().value!)
+        v = { window, synced: [], syncedAt: at, pending: new Map(), inflight: new Map(), allowance: 0 }
+        views.set(key, v)
+      }
+      v.window = Math.max(v.window, window)
+      v.synced = [...rows]
+      v.inflight = new Map()
+      v.syncedAt = at
+      const used = sumIn(merged(v), second, v.window)
+      v.allowance = Math.floor(Math.max(0, limit - used) * SQL_LIMITER_LOCAL_SHARE)
+    }
+
+    /** Writes every key's pending hits in one statement and reads their windows back. */
+    const flush = Effect.gen(function*() {
+      const batch: Array<{ key: string; second: number; n: number }> = []
+      const keys: Array<string> = []
+      let longest = 0
+      for (const [key, v] of views) {
+        if (v.pending.size === 0) continue
+        keys.push(key)
+        longest = Math.max(longest, v.window)
+        for (const [second, n] of v.pending) batch.push({ key, second, n })
+        for (const [second, n] of v.pending) v.inflight.set(second, (v.inflight.get(second) ?? 0) + n)
+        v.pending = new Map()
+      }
+      if (batch.length === 0) return
+      const at = performance.now()
+      const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+      yield* sql`INSERT INTO rate_buckets ${sql.insert(batch.map((b) => ({ bucket_key: b.key, second: b.second, n: b.n })))}
+        ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
+      const rows = yield* sql<{ bucket_key: string; second: number | string; n: number | string }>`
+        SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", keys)} AND second > ${second - longest}`
+      const byKey = new Map<string, Array<readonly [number, number]>>()
+      for (const r of rows) {
+        let l = byKey.get(r.bucket_key)
+        if (!l) byKey.set(r.bucket_key, l = [])
+        l.push([Number(r.second), Number(r.n)])
+      }
+      for (const key of keys) {
+        const v = views.get(key)
+        if (!v) continue
+        const window = v.window
+        v.synced = (byKey.get(key) ?? []).filter(([s]) => s > second - window)
+        v.inflight = new Map()
+        v.syncedAt = at
+      }
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; those hits go uncounted", cause))
+    )
+
+    const tick = Effect.async<void>((resume) => {
+      const t = setTimeout(() => resume(Effect.void), SQL_LIMITER_FLUSH_MS)
+      return Effect.sync(() => clearTimeout(t))
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(tick, flush)))
+    yield* Effect.addFinalizer(() => flush)
+
+    /** The exact path: this hit and the key's pending ones, with the window read back. */
+    const exact = (key: string, limit: number, windowSeconds: number, cost: number, second: number) =>
+      Effect.gen(function*() {
+        const since = second - windowSeconds
+        if (++calls % 5_000 === 0) {
+          yield* Effect.ignore(sql`DELETE FROM rate_buckets WHERE second <= ${second - 3600}`)
+        }
+        const v = views.get(key)
+        if (v && v.pending.size > 0) {
+          const pending = v.pending
+          v.pending = new Map()
+          for (const [s, n] of pending) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
+          yield* sql`INSERT INTO rate_buckets ${sql.insert([...pending].map(([s, n]) => ({ bucket_key: key, second: s, n })))}
+            ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
+        }
+        const at = performance.now()
+        // Count first, then add; a compensating decrement undoes an over-limit add from a race.
+        const rows = yield* sql<{ second: number | string; n: number | string }>`
+          WITH up AS (
+            INSERT INTO rate_buckets (bucket_key, second, n) VALUES (${key}, ${second}, ${cost})
+            ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + ${cost}
+            RETURNING second, n
+          )
+          SELECT second, n FROM up
+          UNION ALL
+          SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`
+        const buckets = rows.map((r) => [Number(r.second), Number(r.n)] as const)
+        const used = buckets.reduce((a, [, n]) => a + n, 0)
+        if (used <= limit) {
+          refresh(key, limit, windowSeconds, second, buckets, at)
+          return verdictOf(limit, second, buckets, true, windowSeconds)
+        }
+        yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
+        const undone = buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
+        refresh(key, limit, windowSeconds, second, undone, at)
+        return verdictOf(limit, second, undone, false, windowSeconds)
+      }).pipe(Effect.orDie)
+
+    return {
+      hit: (key: string, limit: number, windowSeconds: number = WINDOW_SECONDS, cost: number = 1): Effect.Effect<Verdict> =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const second = Math.floor(now / 1000)
+          const v = views.get(key)
+          if (v === undefined || v.window < windowSeconds || v.allowance < cost || performance.now() - v.syncedAt > SQL_LIMITER_FRESH_MS) {
+            return exact(key, limit, windowSeconds, cost, second)
+          }
+          const buckets = merged(v)
+          const admitted = sumIn(buckets, second, windowSeconds) + cost <= limit
+          if (!admitted) return Effect.succeed(verdictOf(limit, second, buckets, false, windowSeconds))
+          v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
+          v.allowance -= cost
+          views.delete(key)
+          views.set(key, v) // recency order, for the cap
+          return Effect.succeed(verdictOf(limit, second, merged(v), true, windowSeconds))
+        })
+    }
+  })

@@ -1,45 +1,25 @@
 /** Share tokens, a read-only credential (stored only as SHA-256), and their access log. The ShareTokens feature manages them; Auth resolves them. */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { column, DbInt, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 
-export interface ShareToken {
-  readonly id: string
-  readonly tokenHash: string
-  readonly apiKeyId: string
-  readonly attestationIds: ReadonlyArray<string>
-  readonly recipientLabel: string | null
-  readonly expiresAt: string
-  readonly maxUses: number | null
-  readonly uses: number
-  readonly createdAt: string
-  readonly revokedAt: string | null
-}
-
-interface Row {
-  readonly id: string
-  readonly token_hash: string
-  readonly api_key_id: string
-  readonly attestation_ids: string
-  readonly recipient_label: string | null
-  readonly expires_at: string
-  readonly max_uses: number | string | null
-  readonly uses: number | string
-  readonly created_at: string
-  readonly revoked_at: string | null
-}
-
-const toShareToken = (r: Row): ShareToken => ({
-  id: r.id,
-  tokenHash: r.token_hash,
-  apiKeyId: r.api_key_id,
-  attestationIds: JSON.parse(r.attestation_ids) as Array<string>,
-  recipientLabel: r.recipient_label,
-  expiresAt: r.expires_at,
-  maxUses: r.max_uses === null ? null : Number(r.max_uses),
-  uses: Number(r.uses),
-  createdAt: r.created_at,
-  revokedAt: r.revoked_at
+/** A `share_tokens` row; attestation_ids is stored as a JSON array of canonical ids. */
+export const ShareTokenRow = Schema.Struct({
+  id: Schema.String,
+  tokenHash: column("token_hash", Schema.String),
+  apiKeyId: column("api_key_id", Schema.String),
+  attestationIds: column("attestation_ids", Schema.parseJson(Schema.Array(Schema.String))),
+  recipientLabel: column("recipient_label", Schema.NullOr(Schema.String)),
+  expiresAt: column("expires_at", Schema.String),
+  maxUses: column("max_uses", Schema.NullOr(DbInt)),
+  uses: DbInt,
+  createdAt: column("created_at", Schema.String),
+  revokedAt: column("revoked_at", Schema.NullOr(Schema.String))
 })
+export interface ShareToken extends Schema.Schema.Type<typeof ShareTokenRow> {}
+
+const AccessEntry = Schema.Struct({ at: Schema.String, client_ip: Schema.String, attestation_id: Schema.String, path: Schema.String })
+export interface AccessEntry extends Schema.Schema.Type<typeof AccessEntry> {}
 
 export const shareTokenState = (t: ShareToken, now: string): "active" | "expired" | "revoked" | "exhausted" =>
   t.revokedAt !== null
@@ -49,13 +29,6 @@ export const shareTokenState = (t: ShareToken, now: string): "active" | "expired
     : t.maxUses !== null && t.uses >= t.maxUses
     ? "exhausted"
     : "active"
-
-export interface AccessEntry {
-  readonly at: string
-  readonly client_ip: string
-  readonly attestation_id: string
-  readonly path: string
-}
 
 export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/ShareTokenRepo", {
   effect: Effect.gen(function*() {
@@ -67,20 +40,33 @@ export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/Share
           ${t.expiresAt}, ${t.maxUses}, ${t.createdAt})`
 
     /** A token whose creating key is revoked is no token at all. */
-    const findByHash = (hash: string) =>
-      Effect.map(sql<Row>`SELECT s.* FROM share_tokens s JOIN api_keys k ON k.id = s.api_key_id
-        WHERE s.token_hash = ${hash} AND k.revoked_at IS NULL`, (rows) =>
-        rows[0] ? toShareToken(rows[0]) : undefined)
+    const findByHash = flow(
+      SqlSchema.findOne({
+        Request: Schema.String,
+        Result: ShareTokenRow,
+        execute: (hash) =>
+          sql`SELECT s.* FROM share_tokens s JOIN api_keys k ON k.id = s.api_key_id
+            WHERE s.token_hash = ${hash} AND k.revoked_at IS NULL`
+      }),
+      orUndefined
+    )
 
+    const findOwnedRow = SqlSchema.findOne({
+      Request: Schema.Struct({ apiKeyId: Schema.String, id: Schema.String }),
+      Result: ShareTokenRow,
+      execute: ({ apiKeyId, id }) => sql`SELECT * FROM share_tokens WHERE id = ${id} AND api_key_id = ${apiKeyId}`
+    })
     const findOwned = (apiKeyId: string, id: string) =>
-      Effect.map(sql<Row>`SELECT * FROM share_tokens WHERE id = ${id} AND api_key_id = ${apiKeyId}`, (rows) =>
-        rows[0] ? toShareToken(rows[0]) : undefined)
+      orUndefined(findOwnedRow({ apiKeyId, id }))
 
-    const listOwned = (apiKeyId: string) =>
-      Effect.map(
-        sql<Row>`SELECT * FROM share_tokens WHERE api_key_id = ${apiKeyId} ORDER BY created_at DESC, id`,
-        (rows) => rows.map(toShareToken)
-      )
+    const listOwned = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: ShareTokenRow,
+        execute: (apiKeyId) => sql`SELECT * FROM share_tokens WHERE api_key_id = ${apiKeyId} ORDER BY created_at DESC, id`
+      }),
+      orDieOnMismatch
+    )
 
     const revoke = (apiKeyId: string, id: string, now: string) =>
       Effect.map(
@@ -102,8 +88,15 @@ export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/Share
       sql`INSERT INTO share_token_access (token_id, at, client_ip, attestation_id, path)
         VALUES (${tokenId}, ${entry.at}, ${entry.client_ip}, ${entry.attestation_id}, ${entry.path})`
 
-    const accessLog = (tokenId: string) =>
-      sql<AccessEntry>`SELECT at, client_ip, attestation_id, path FROM share_token_access WHERE token_id = ${tokenId} ORDER BY id`
+    const accessLog = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: AccessEntry,
+        execute: (tokenId) =>
+          sql`SELECT at, client_ip, attestation_id, path FROM share_token_access WHERE token_id = ${tokenId} ORDER BY id`
+      }),
+      orDieOnMismatch
+    )
 
     return { insert, findByHash, findOwned, listOwned, revoke, consume, logAccess, accessLog }
   })

@@ -1,7 +1,11 @@
 /** Brand configurations by slug. */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import type { Brand } from "./Domain.js"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { orUndefined } from "../Domain/Rows.js"
+import { Brand } from "./Domain.js"
+
+/** The configuration is stored as the JSON of the validated Brand. */
+const BrandRow = Schema.Struct({ config: Schema.parseJson(Brand) })
 
 export class BrandRepo extends Effect.Service<BrandRepo>()("Brand/BrandRepo", {
   effect: Effect.gen(function*() {
@@ -9,9 +13,12 @@ export class BrandRepo extends Effect.Service<BrandRepo>()("Brand/BrandRepo", {
     const put = (brand: Brand, now: string) =>
       sql`INSERT INTO brands (slug, config, updated_at) VALUES (${brand.slug}, ${JSON.stringify(brand)}, ${now})
         ON CONFLICT (slug) DO UPDATE SET config = excluded.config, updated_at = excluded.updated_at`
-    const get = (slug: string) =>
-      Effect.map(sql<{ config: string }>`SELECT config FROM brands WHERE slug = ${slug}`, (rows) =>
-        rows[0] ? (JSON.parse(rows[0].config) as Brand) : undefined)
+    const find = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: BrandRow,
+      execute: (slug) => sql`SELECT config FROM brands WHERE slug = ${slug}`
+    })
+    const get = (slug: string) => Effect.map(orUndefined(find(slug)), (row) => row?.config)
     return { put, get }
   })
 }) {}

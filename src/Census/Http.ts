@@ -1,5 +1,5 @@
 /** Handlers of organisation inventory and derived lists. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { createHash } from "node:crypto"
 import { Api } from "../Api.js"
@@ -76,13 +76,13 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
           yield* hourly(limiter, `scan:${key.id}`, SCANS_PER_HOUR, "scans")
           const hashes = [...new Set(payload.hashes)]
           const matches = yield* Effect.orDie(repo.scan(key.orgId, key.id, hashes))
-          return HttpServerResponse.unsafeJson({
+          return {
             scan_id: newScanId(),
             matched: matches.length,
             total_scanned: hashes.length,
             match_rate: hashes.length === 0 ? 0 : matches.length / hashes.length,
             matches
-          })
+          }
         }))
       .handle("inventoryStats", () =>
         Effect.gen(function*() {
@@ -127,13 +127,13 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
             expiresAt: formatMillis(t + payload.expires_in_hours * 3600_000)
           }
           yield* Effect.orDie(repo.createList(list, values))
-          return HttpServerResponse.unsafeJson({
+          return {
             id: list.id,
             list_key: listKey,
             item_count: list.itemCount,
             expires_at: list.expiresAt,
             label: list.label
-          }, { status: 201 })
+          }
         }))
       .handle("lists", () =>
         Effect.gen(function*() {

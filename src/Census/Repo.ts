@@ -3,37 +3,44 @@
  * parameter expanded in SQL) with the org's live claims; stats are one round
  * trip; derived lists keep only HMAC values, never a way back to the hashes.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { HashHex } from "../Domain/HashHex.js"
+import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 
-export interface DerivedList {
-  readonly id: string
-  readonly apiKeyId: string
-  readonly orgId: string
-  readonly label: string | null
-  readonly keyHash: string
-  readonly itemCount: number
-  readonly signingKeyId: string
-  readonly signature: string
-  readonly signedPayloadSha256: string
-  readonly createdAt: string
-  readonly expiresAt: string
-  readonly revokedAt: string | null
-}
+/** A `derived_lists` row. */
+export const DerivedListRow = Schema.Struct({
+  id: Schema.String,
+  apiKeyId: column("api_key_id", Schema.String),
+  orgId: column("org_id", Schema.String),
+  label: Schema.NullOr(Schema.String),
+  keyHash: column("key_hash", Schema.String),
+  itemCount: column("item_count", DbInt),
+  signingKeyId: column("signing_key_id", Schema.String),
+  signature: Schema.String,
+  signedPayloadSha256: column("signed_payload_sha256", Schema.String),
+  createdAt: column("created_at", Schema.String),
+  expiresAt: column("expires_at", Schema.String),
+  revokedAt: column("revoked_at", Schema.NullOr(Schema.String))
+})
+export interface DerivedList extends Schema.Schema.Type<typeof DerivedListRow> {}
 
-const toList = (r: any): DerivedList => ({
-  id: r.id,
-  apiKeyId: r.api_key_id,
-  orgId: r.org_id,
-  label: r.label,
-  keyHash: r.key_hash,
-  itemCount: Number(r.item_count),
-  signingKeyId: r.signing_key_id,
-  signature: r.signature,
-  signedPayloadSha256: r.signed_payload_sha256,
-  createdAt: r.created_at,
-  expiresAt: r.expires_at,
-  revokedAt: r.revoked_at
+const ScanMatchRow = Schema.Struct({ hash_hex: HashHex, first_seen: Schema.String, source: Schema.NullOr(Schema.String) })
+const StatsRow = Schema.Struct({
+  kind: Schema.Literal("total", "month"),
+  month: Schema.NullOr(Schema.String),
+  n: DbInt,
+  uniq: Schema.NullOr(DbInt),
+  first: Schema.NullOr(Schema.String),
+  last: Schema.NullOr(Schema.String)
+})
+const HashRow = Schema.Struct({ hash_hex: HashHex })
+const AccessRow = Schema.Struct({
+  at: Schema.String,
+  client_ip: Schema.String,
+  outcome: Schema.String,
+  matched: Schema.NullOr(DbInt),
+  total: Schema.NullOr(DbInt)
 })
 
 export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo", {
@@ -50,7 +57,7 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
      * caller's own live claim (null when the caller has none on that hash).
      */
     const scan = (orgId: string, apiKeyId: string, hashes: ReadonlyArray<string>) =>
-      sql<{ hash_hex: string; first_seen: string; source: string | null }>`
+      decodeRows(ScanMatchRow)(sql`
         SELECT a.hash_hex, MIN(c.created_at) AS first_seen,
           (SELECT c2.source FROM claims c2 WHERE c2.attestation_seq = a.seq AND c2.api_key_id = ${apiKeyId}
              AND c2.deleted_at IS NULL ORDER BY c2.created_at, c2.id LIMIT 1) AS source
@@ -58,25 +65,25 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         JOIN claims c ON c.attestation_seq = a.seq AND c.org_id = ${orgId} AND c.deleted_at IS NULL
         WHERE a.hash_hex IN ${jsonSet(hashes)}
         GROUP BY a.seq, a.hash_hex
-        ORDER BY a.hash_hex`
+        ORDER BY a.hash_hex`)
 
     const stats = (orgId: string) =>
       Effect.map(
-        sql<{ kind: string; month: string | null; n: number | string; uniq: number | string | null; first: string | null; last: string | null }>`
+        decodeRows(StatsRow)(sql`
           SELECT 'total' AS kind, NULL AS month, COUNT(*) AS n, COUNT(DISTINCT attestation_seq) AS uniq,
             MIN(created_at) AS first, MAX(created_at) AS last
           FROM claims WHERE org_id = ${orgId} AND deleted_at IS NULL
           UNION ALL
           SELECT 'month' AS kind, substr(created_at, 1, 7) AS month, COUNT(*) AS n, NULL, NULL, NULL
           FROM claims WHERE org_id = ${orgId} AND deleted_at IS NULL
-          GROUP BY substr(created_at, 1, 7)`,
+          GROUP BY substr(created_at, 1, 7)`),
         (rows) => {
           const total = rows.find((r) => r.kind === "total")
           const byMonth: Record<string, number> = {}
-          for (const r of rows) if (r.kind === "month" && r.month) byMonth[r.month] = Number(r.n)
+          for (const r of rows) if (r.kind === "month" && r.month) byMonth[r.month] = r.n
           return {
-            totalClaims: Number(total?.n ?? 0),
-            uniqueHashes: Number(total?.uniq ?? 0),
+            totalClaims: total?.n ?? 0,
+            uniqueHashes: total?.uniq ?? 0,
             firstClaim: total?.first ?? null,
             lastClaim: total?.last ?? null,
             claimsByMonth: Object.fromEntries(Object.entries(byMonth).sort(([a], [b]) => (a < b ? -1 : 1)))
@@ -96,12 +103,12 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         return sql`JOIN tags ${t} ON ${t}.claim_id = t0.claim_id AND ${t}.key = ${c.key} AND ${t}.value = ${c.value}`
       })
       return Effect.map(
-        sql<{ hash_hex: string }>`SELECT DISTINCT a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
+        decodeRows(HashRow)(sql`SELECT DISTINCT a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
           JOIN claims c ON c.id = t0.claim_id AND c.org_id = ${orgId} AND c.api_key_id = ${apiKeyId}
             AND c.deleted_at IS NULL
           JOIN attestations a ON a.seq = t0.attestation_seq
           WHERE t0.key = ${first!.key} AND t0.value = ${first!.value}
-          LIMIT ${limit}`,
+          LIMIT ${limit}`),
         (rows) => rows.map((r) => r.hash_hex)
       )
     }
@@ -121,11 +128,23 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         }
       }))
 
-    const listById = (id: string) =>
-      Effect.map(sql`SELECT * FROM derived_lists WHERE id = ${id}`, (rows) => (rows[0] ? toList(rows[0]) : undefined))
+    const listById = flow(
+      SqlSchema.findOne({
+        Request: Schema.String,
+        Result: DerivedListRow,
+        execute: (id) => sql`SELECT * FROM derived_lists WHERE id = ${id}`
+      }),
+      orUndefined
+    )
 
-    const listsOfOrg = (orgId: string) =>
-      Effect.map(sql`SELECT * FROM derived_lists WHERE org_id = ${orgId} ORDER BY created_at DESC, id`, (rows) => rows.map(toList))
+    const listsOfOrg = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: DerivedListRow,
+        execute: (orgId) => sql`SELECT * FROM derived_lists WHERE org_id = ${orgId} ORDER BY created_at DESC, id`
+      }),
+      orDieOnMismatch
+    )
 
     /** Revoking drops the derived values: a revoked list answers nothing again. */
     const revokeList = (id: string, now: string) =>
@@ -136,25 +155,23 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
 
     const countMatches = (listId: string, values: ReadonlyArray<string>) =>
       Effect.map(
-        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM derived_values WHERE list_id = ${listId} AND value IN ${jsonSet(values)}`,
-        (rows) => Number(rows[0]?.n ?? 0)
+        decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM derived_values WHERE list_id = ${listId} AND value IN ${jsonSet(values)}`),
+        (rows) => rows[0]?.n ?? 0
       )
 
     const logAccess = (listId: string, e: { at: string; clientIp: string; outcome: string; matched: number | null; total: number | null }) =>
       sql`INSERT INTO derived_list_access (list_id, at, client_ip, outcome, matched, total)
         VALUES (${listId}, ${e.at}, ${e.clientIp}, ${e.outcome}, ${e.matched}, ${e.total})`
 
-    const accessLog = (listId: string) =>
-      Effect.map(
-        sql<any>`SELECT at, client_ip, outcome, matched, total FROM derived_list_access WHERE list_id = ${listId} ORDER BY id`,
-        (rows) => rows.map((r) => ({
-          at: r.at as string,
-          client_ip: r.client_ip as string,
-          outcome: r.outcome as string,
-          matched: r.matched === null ? null : Number(r.matched),
-          total: r.total === null ? null : Number(r.total)
-        }))
-      )
+    const accessLog = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: AccessRow,
+        execute: (listId) =>
+          sql`SELECT at, client_ip, outcome, matched, total FROM derived_list_access WHERE list_id = ${listId} ORDER BY id`
+      }),
+      orDieOnMismatch
+    )
 
     return { scan, stats, hashesByTags, createList, listById, listsOfOrg, revokeList, countMatches, logAccess, accessLog }
   })

@@ -1,5 +1,5 @@
 /** Handlers of claim metadata. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { checkExtraData } from "../Attestations/ExtraData.js"
@@ -21,8 +21,12 @@ const body = (a: Attestation, c: Claim) => ({
   updated_at: c.updatedAt
 })
 
-const withEtag = (a: Attestation, c: Claim, status = 200) =>
-  HttpServerResponse.unsafeJson(body(a, c), { status, headers: { etag: `"${c.etag}"` } })
+/** The body goes through the endpoint's Metadata schema; the ETag header rides on a pre-response handler. */
+const withEtag = (a: Attestation, c: Claim) =>
+  Effect.as(
+    HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(HttpServerResponse.setHeader(response, "etag", `"${c.etag}"`))),
+    body(a, c)
+  )
 
 const noClaim = (a: Attestation) => new NotFound({ message: `you hold no claim on attestation ${a.id}` })
 
@@ -43,7 +47,7 @@ export const ClaimsLive = HttpApiBuilder.group(Api, "claims", (handlers) =>
           const keyId = yield* readerKeyId(a, "metadata:read")
           const claim = yield* Effect.orDie(repo.liveClaim(keyId, a.seq))
           if (!claim) return yield* noClaim(a)
-          return withEtag(a, claim)
+          return yield* withEtag(a, claim)
         }))
       .handle("patchMetadata", ({ headers, path, payload }) =>
         Effect.gen(function*() {
@@ -64,7 +68,7 @@ export const ClaimsLive = HttpApiBuilder.group(Api, "claims", (handlers) =>
           }, ifMatch, yield* now))
           switch (result._tag) {
             case "Updated":
-              return withEtag(a, result.claim)
+              return yield* withEtag(a, result.claim)
             case "NoClaim":
               return yield* noClaim(a)
             case "EtagMismatch":

@@ -1,8 +1,25 @@
 /** A key's own claim on an attestation: read, conditional update, soft delete. */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Schema } from "effect"
 import type { Claim } from "../Attestations/Domain.js"
-import { newEtag, toClaim } from "../Attestations/Repo.js"
+import { newEtag } from "../Attestations/Repo.js"
+import { column, DbBool, DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
+
+/** A `claims` row as the domain's Claim (extra_data is stored as JSON text on both stores). */
+export const ClaimRow = Schema.Struct({
+  id: DbInt,
+  attestationSeq: column("attestation_seq", DbInt),
+  apiKeyId: column("api_key_id", Schema.String),
+  source: Schema.NullOr(Schema.String),
+  extraData: column("extra_data", Schema.NullOr(Schema.parseJson())),
+  clientEncrypted: column("client_encrypted", DbBool),
+  etag: Schema.String,
+  createdAt: column("created_at", Schema.String),
+  updatedAt: column("updated_at", Schema.String)
+})
+const IdRow = Schema.Struct({ id: DbInt })
+const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })
 
 export interface ClaimPatch {
   readonly source?: string | null
@@ -20,15 +37,18 @@ export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    const liveClaim = (apiKeyId: string, seq: number) =>
-      Effect.map(
-        sql<any>`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`,
-        (rows) => (rows[0] ? toClaim(rows[0]) : undefined)
-      )
+    const findLive = SqlSchema.findOne({
+      Request: ClaimKey,
+      Result: ClaimRow,
+      execute: ({ apiKeyId, seq }) =>
+        sql`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`
+    })
+    const liveClaim = (apiKeyId: string, seq: number): Effect.Effect<Claim | undefined, SqlError> =>
+      orUndefined(findLive({ apiKeyId, seq }))
 
     /** Applies `patch` only if the stored etag is one of `ifMatch` (when given); a new etag every time. */
     const update = (apiKeyId: string, seq: number, patch: ClaimPatch, ifMatch: ReadonlyArray<string> | undefined, now: string) =>
-      Effect.gen(function*() {
+      Effect.gen(function*(): Effect.fn.Return<UpdateResult, SqlError> {
         const etag = newEtag()
         const sets = [sql`etag = ${etag}`, sql`updated_at = ${now}`]
         if (patch.source !== undefined) sets.push(sql`source = ${patch.source}`)
@@ -39,21 +59,21 @@ export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
           sets.push(sql`client_encrypted = ${isPg ? patch.clientEncrypted : patch.clientEncrypted ? 1 : 0}`)
         }
         const guard = ifMatch === undefined || ifMatch.includes("*") ? sql`1 = 1` : sql.in("etag", ifMatch)
-        const rows = yield* sql<any>`UPDATE claims SET ${sql.csv(sets)}
+        const [updated] = yield* decodeRows(ClaimRow)(sql`UPDATE claims SET ${sql.csv(sets)}
           WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL AND ${guard}
-          RETURNING *`
-        if (rows[0]) return { _tag: "Updated", claim: toClaim(rows[0]) } as UpdateResult
+          RETURNING *`)
+        if (updated) return { _tag: "Updated", claim: updated }
         const current = yield* liveClaim(apiKeyId, seq)
-        return (current ? { _tag: "EtagMismatch", current: current.etag } : { _tag: "NoClaim" }) as UpdateResult
+        return current ? { _tag: "EtagMismatch", current: current.etag } : { _tag: "NoClaim" }
       })
 
     /** Soft-deletes the key's claim and drops its tags, atomically. */
     const softDelete = (apiKeyId: string, seq: number, now: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const rows = yield* sql<{ id: number | string }>`UPDATE claims SET deleted_at = ${now}
-          WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL RETURNING id`
-        if (!rows[0]) return false
-        yield* sql`DELETE FROM tags WHERE claim_id = ${rows[0].id}`
+        const [deleted] = yield* decodeRows(IdRow)(sql`UPDATE claims SET deleted_at = ${now}
+          WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL RETURNING id`)
+        if (!deleted) return false
+        yield* sql`DELETE FROM tags WHERE claim_id = ${deleted.id}`
         return true
       }))
 

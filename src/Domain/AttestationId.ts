@@ -5,6 +5,7 @@
  * attestations created through the API have none, so the registry cannot be
  * walked by number (CONTRACT §2, spec §1.8).
  */
+import { Schema } from "effect"
 import { bytesToBase64Url } from "./Bytes.js"
 
 export const ATTESTATION_ID_PATTERN = /^att_[A-Za-z0-9_-]{24}$/
@@ -30,3 +31,7 @@ export const parseAttestationRef = (raw: string): AttestationRef | undefined => 
   }
   return undefined
 }
+
+/** An attestation's own handle as stored and returned (legacy numbers are input only). */
+export const AttestationId = Schema.String.pipe(Schema.pattern(ATTESTATION_ID_PATTERN), Schema.brand("AttestationId"))
+export type AttestationId = typeof AttestationId.Type

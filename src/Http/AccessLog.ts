@@ -6,9 +6,10 @@
  * a token, or a body.
  */
 import { HttpApi } from "@effect/platform"
-import { Effect, Runtime } from "effect"
+import { Effect, LogLevel } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
+import { directLogger } from "../Platform/Logging.js"
 import { recordHttp } from "../Platform/Metrics.js"
 import { stripV1 } from "./Paths.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
@@ -44,8 +45,21 @@ const allTemplates = (): ReadonlyArray<Template> => {
   return out
 }
 
+/** Templates of literal routes (no path parameter) by "METHOD url": a bounded set, looked up without regexes. */
+const literalTemplates = new Map<string, string>()
+
 /** The route template of a request (`/v1` prefix kept when given), or "unmatched". */
 export const routeTemplateOf = (method: string, url: string): string => {
+  const known = literalTemplates.get(`${method} ${url}`)
+  if (known !== undefined) return known
+  const template = matchTemplate(method, url)
+  if (template !== "unmatched" && !template.includes(":") && !url.includes("?") && literalTemplates.size < 1_000) {
+    literalTemplates.set(`${method} ${url}`, template)
+  }
+  return template
+}
+
+const matchTemplate = (method: string, url: string): string => {
   const raw = url.split("?")[0] ?? url
   const path = stripV1(raw)
   const prefix = path !== raw ? "/v1" : ""
@@ -59,7 +73,7 @@ export const routeTemplateOf = (method: string, url: string): string => {
 /** The observer the server calls first for every request (metrics and the access log). */
 export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void> = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
-  const log = Runtime.runSync(runtime)
+  const log = directLogger(runtime)
   return (req: IncomingMessage, res: ServerResponse) => {
     const start = performance.now()
     let done = false
@@ -82,7 +96,7 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
       }
       if (meta?.keyId !== undefined) annotations.key_id = meta.keyId
       if (meta?.clientIp) annotations.client_ip = meta.clientIp
-      log(Effect.logInfo("request").pipe(Effect.annotateLogs(annotations)))
+      log(LogLevel.Info, "request", annotations)
     }
     res.once("finish", () => finish(false))
     res.once("close", () => finish(true))

@@ -83,8 +83,10 @@ export const makeDrainer = (): Drainer => {
       //    300-600 ms under a burst of new connections; closing the listener resets those.
       await quiet(Math.min(deadline, Date.now() + ACCEPT_GRACE_MS))
       // 2. Stop listening without http.Server#close's closeIdleConnections: a connection
-      //    accepted a moment ago whose request is not parsed yet still looks idle.
-      if (server.listening) await new Promise<void>((r) => NetServer.prototype.close.call(server, () => r()))
+      //    accepted a moment ago whose request is not parsed yet still looks idle. The
+      //    listener closes at once; net.Server#close's callback would wait for every
+      //    connection to end, an idle keep-alive one included (up to its keep-alive timeout).
+      if (server.listening) NetServer.prototype.close.call(server)
       for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false
       // 3. Quiet again: a keep-alive client may have written its next request just before the
       //    signal, on a connection the server has not read yet; such a request is answered

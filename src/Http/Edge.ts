@@ -23,7 +23,7 @@ import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "./Reques
 import { requestMetas } from "./AccessLog.js"
 import { stripV1 } from "./Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
-import { BodyGates } from "./BodyGates.js"
+import { type BodyGate, BodyGates } from "./BodyGates.js"
 import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
@@ -257,8 +257,9 @@ export const admitRequest = (
       if (charged._tag === "Left") return charged.left
     }
     if (urlHasNul(url)) return NUL_IN_URL()
-    if (match !== undefined && method !== "GET" && method !== "HEAD") {
-      const refused = yield* beforeBody(match, headerOf(headers, "authorization"), meta).pipe(
+    const gates = yield* BodyGates
+    if (match !== undefined && method !== "GET" && method !== "HEAD" && (match.route.keyed || gates.has(match.route.id))) {
+      const refused = yield* beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
         Effect.flip,
         Effect.option,
         Effect.provideService(RequestMeta, meta)
@@ -273,7 +274,7 @@ export const admitRequest = (
     return undefined
   })
 
-const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape) =>
+const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) =>
   Effect.gen(function*() {
     if (match.route.keyed) {
       const auth = yield* Authenticator
@@ -281,7 +282,7 @@ const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: 
       meta.principal = principal
       if (match.route.scopes) yield* Effect.provideService(requireRouteScopes(match.route.scopes), CurrentPrincipal, principal)
     }
-    const gate = (yield* BodyGates).get(match.route.id)
+    const gate = gates.get(match.route.id)
     if (gate) yield* gate(match.params)
   })
 

@@ -15,7 +15,7 @@
  * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
 import { HttpServerError } from "@effect/platform"
-import { Cause, Effect, Either, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, FiberId, FiberRef, FiberRefs, ParseResult, Runtime, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
@@ -43,7 +43,8 @@ import {
   validationErrorFromIssues
 } from "./Edge.js"
 import { errorParts } from "./Envelope.js"
-import { RequestMeta } from "./RequestMeta.js"
+import { BodyGates } from "./BodyGates.js"
+import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -66,15 +67,15 @@ interface Reply {
 
 type Route = (text: string, headers: EdgeHeaders) => Effect.Effect<Reply, unknown, RequestMeta>
 
-const decodeJson = <A, I>(schema: Schema.Schema<A, I>, text: string): Effect.Effect<A, Errors.ValidationError> =>
-  Either.match(parseJsonBody(text), {
-    onLeft: Effect.fail,
-    onRight: (json) =>
-      Effect.mapError(
-        Schema.decodeUnknown(schema)(json),
-        (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))
-      )
-  })
+/** Parses and decodes a body synchronously (the payload schemas have no effects): no fiber steps. */
+const decodeJson = <A, I>(schema: Schema.Schema<A, I>): (text: string) => Either.Either<A, Errors.ValidationError> => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (text) =>
+    Either.flatMap(parseJsonBody(text), (json) =>
+      Either.mapLeft(decode(json), (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))))
+}
+const decodeAttest = decodeJson(AttestPayload)
+const decodeVerify = decodeJson(VerifyPayload)
 
 const readBody = (req: IncomingMessage): Effect.Effect<string, Errors.ValidationError> =>
   Effect.async((resume) => {
@@ -92,7 +93,14 @@ export const makeFastRoutes = Effect.gen(function*() {
   const quota = yield* Quota
   const repo = yield* AttestationRepo
   const runtime = yield* Effect.runtime<RateLimiter | Authenticator>()
-  const runFork = Runtime.runFork(runtime)
+  // A request's fiber starts with only the services its program names (plus the body
+  // gates the edge consults) and its RequestMeta: providing a service copies the
+  // context, so a small one keeps that cheap. Spans are not recorded here (with
+  // tracing on, every request takes the HttpApi path, which opens them).
+  const services = Context.pick(RateLimiter, Authenticator, BodyGates)(runtime.context as Context.Context<RateLimiter | Authenticator | BodyGates>)
+  const fiberRefs = FiberRefs.updateAs(runtime.fiberRefs, { fiberId: FiberId.none, fiberRef: FiberRef.currentTracerEnabled, value: false })
+  const runForkWith = (meta: RequestMetaShape) =>
+    Runtime.runFork(Runtime.make({ context: Context.add(services, RequestMeta, meta), fiberRefs, runtimeFlags: runtime.runtimeFlags }))
 
   const write = (res: ServerResponse, reply: Reply, extra: Record<string, string>) => {
     if (res.writableEnded || res.destroyed) return
@@ -123,12 +131,11 @@ export const makeFastRoutes = Effect.gen(function*() {
       Effect.catchAllCause((cause): Effect.Effect<Reply, never, RequestMeta> =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) as never : Effect.map(failureError(cause, []), errorParts)
       ),
-      Effect.provideService(RequestMeta, meta),
       Effect.tap((reply) =>
         Effect.sync(() => write(res, reply, edgeHeaders(meta, reply.headers?.["x-ratelimit-limit"] !== undefined)))
       )
     )
-    const fiber = runFork(program)
+    const fiber = runForkWith(meta)(program)
     // As the HttpApi handler does: a client that goes away interrupts the request.
     res.on("close", () => {
       if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
@@ -141,12 +148,12 @@ export const makeFastRoutes = Effect.gen(function*() {
         // admitRequest authenticated the key and checked the attest scope before the body was read
         const meta = yield* RequestMeta
         const principal = meta.principal ?? (yield* auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim()))
-        const payload = yield* decodeJson(AttestPayload, text)
+        const payload = yield* decodeAttest(text)
         return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
       })),
     "POST /verify": entry((text, headers) =>
       Effect.gen(function*() {
-        const payload = yield* decodeJson(VerifyPayload, text)
+        const payload = yield* decodeVerify(text)
         const key = yield* auth.optionalKey(headerOf(headers, "authorization"))
         return { status: 200, body: yield* verifyOne(repo, payload.hash_hex, key._tag === "Some" ? key.value.id : undefined) }
       }))

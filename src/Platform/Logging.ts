@@ -9,7 +9,7 @@
  * for failures. Nothing logs keys, tokens, secrets or claim data; as a last
  * guard, anything shaped like an API key or share token is redacted.
  */
-import { Cause, HashMap, Layer, List, Logger, LogLevel } from "effect"
+import { Cause, Clock, Context, DefaultServices, FiberId, FiberRef, FiberRefs, HashMap, Layer, List, Logger, LogLevel, type Runtime } from "effect"
 
 const SECRET = /\b(atk_(?:live|test)_|shr_)[A-Za-z0-9_-]{8,}/g
 const redact = (s: string): string => s.replace(SECRET, "$1[redacted]")
@@ -38,19 +38,70 @@ const textOf = (message: unknown): string => {
 
 const plain = (v: unknown): unknown => (typeof v === "string" ? redact(v) : typeof v === "bigint" ? v.toString() : v)
 
-/** One JSON object per line on `out` (stdout for serve; stderr for commands whose stdout is data). */
-export const jsonLoggerTo = (out: NodeJS.WritableStream) => Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
-  const entry: Record<string, unknown> = {
-    time: date.toISOString(),
-    level: logLevel.label.toLowerCase(),
-    message: redact(textOf(message))
+/**
+ * Lines written to `out` at most once per turn of the event loop (or at 64 KiB):
+ * on a pipe each write is a system call, and a busy server logs a line per
+ * request. Whatever is pending goes out synchronously when the process exits.
+ */
+export const batchedLines = (out: NodeJS.WritableStream): (line: string) => void => {
+  let pending = ""
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (pending === "") return
+    const text = pending
+    pending = ""
+    out.write(text)
   }
-  for (const [k, v] of HashMap.toEntries(annotations)) if (!(k in entry)) entry[k] = plain(v)
-  if (!Cause.isEmpty(cause)) entry.cause = redact(Cause.pretty(cause, { renderErrorCause: true }))
-  const now = date.getTime()
-  for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
-  out.write(JSON.stringify(entry) + "\n")
-})
+  process.on("exit", flush)
+  return (line) => {
+    pending += line
+    if (pending.length >= 65_536) flush()
+    else if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
+}
+
+/** One JSON object per line on `out` (stdout for serve; stderr for commands whose stdout is data). */
+export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
+  const write = batchedLines(out)
+  return Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
+    const entry: Record<string, unknown> = {
+      time: date.toISOString(),
+      level: logLevel.label.toLowerCase(),
+      message: redact(textOf(message))
+    }
+    for (const [k, v] of HashMap.toEntries(annotations)) if (!(k in entry)) entry[k] = plain(v)
+    if (!Cause.isEmpty(cause)) entry.cause = redact(Cause.pretty(cause, { renderErrorCause: true }))
+    const now = date.getTime()
+    for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
+    write(JSON.stringify(entry) + "\n")
+  })
+}
+
+/**
+ * Logs through a runtime's loggers and minimum level without running a fiber
+ * (what `Effect.log` does inside one): for the access log, a line per request
+ * written from a node:http callback.
+ */
+export const directLogger = (runtime: Runtime.Runtime<never>) => {
+  const refs = runtime.fiberRefs
+  const loggers = FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)
+  const minimum = FiberRefs.getOrDefault(refs, FiberRef.currentMinimumLogLevel)
+  const base = FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations)
+  const clock = Context.get(FiberRefs.getOrDefault(refs, DefaultServices.currentServices), Clock.Clock)
+  return (logLevel: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): void => {
+    if (LogLevel.greaterThan(minimum, logLevel)) return
+    let all = base
+    for (const k in annotations) all = HashMap.set(all, k, annotations[k])
+    const date = new Date(clock.unsafeCurrentTimeMillis())
+    for (const logger of loggers) {
+      logger.log({ fiberId: FiberId.none, logLevel, message, cause: Cause.empty, context: refs, spans: List.empty(), annotations: all, date })
+    }
+  }
+}
 
 /** The logger and minimum level for this process, from the environment. */
 export const LoggingLive = (options: { readonly toStderr?: boolean } = {}, env: NodeJS.ProcessEnv = process.env) => {

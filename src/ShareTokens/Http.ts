@@ -1,5 +1,5 @@
 /** Handlers of share tokens. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { findAttestation } from "../Attestations/Find.js"
@@ -64,14 +64,14 @@ export const ShareTokensLive = HttpApiBuilder.group(Api, "shareTokens", (handler
             createdAt: formatMillis(t)
           }
           yield* Effect.orDie(repo.insert(token))
-          return HttpServerResponse.unsafeJson({
+          return {
             id: token.id,
             share_token: secret,
             expires_at: token.expiresAt,
             attestation_ids: ids,
             recipient_label: token.recipientLabel,
             max_uses: token.maxUses
-          }, { status: 201 })
+          }
         }))
       .handle("list", () =>
         Effect.gen(function*() {

@@ -10,7 +10,7 @@
  * stdout carries one JSON report; stderr a progress bar (TTY) or a summary line.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Config, Effect, Option } from "effect"
 import { errorMessage, parseDurationMs, progressBar } from "./Files.js"
 import { parseHmacKey } from "./Receipt.js"
 import { stampFiles } from "./Stamp.js"
@@ -18,8 +18,17 @@ import { type Level, upgradeExitCode, upgradeReceipts } from "./Upgrade.js"
 
 class UsageError extends Error {}
 
-const serverOf = (flag: Option.Option<string>): string => {
-  const url = Option.getOrElse(flag, () => process.env.ATTESTD_URL ?? "")
+/** What a command body may touch besides its files: ATTESTD_URL / ATTESTD_API_KEY, and Console for its output. */
+interface Io {
+  readonly env: { readonly url: string; readonly apiKey: string }
+  /** one line on stdout */
+  readonly out: (line: string) => void
+  /** one line on stderr */
+  readonly err: (line: string) => void
+}
+
+const serverOf = (flag: Option.Option<string>, io: Io): string => {
+  const url = Option.getOrElse(flag, () => io.env.url)
   if (url === "") throw new UsageError("no server: give --server URL or set ATTESTD_URL")
   let u: URL
   try {
@@ -31,19 +40,25 @@ const serverOf = (flag: Option.Option<string>): string => {
   return u.href.replace(/\/+$/, "").replace(/\/v1$/, "")
 }
 
-const keyOf = (flag: Option.Option<string>): string | undefined => {
-  const k = Option.getOrElse(flag, () => process.env.ATTESTD_API_KEY ?? "")
+const keyOf = (flag: Option.Option<string>, io: Io): string | undefined => {
+  const k = Option.getOrElse(flag, () => io.env.apiKey)
   return k === "" ? undefined : k
 }
 
 /** Runs a command body; a UsageError prints `{ok:false,error}` and exits 2. */
-const shell = (name: string, body: () => Promise<number>) =>
+const shell = (name: string, body: (io: Io) => Promise<number>) =>
   Effect.gen(function*() {
+    const console = yield* Effect.console
+    const env = yield* Config.all({
+      url: Config.string("ATTESTD_URL").pipe(Config.withDefault("")),
+      apiKey: Config.string("ATTESTD_API_KEY").pipe(Config.withDefault(""))
+    }).pipe(Effect.orDie)
+    const io: Io = { env, out: (line) => console.unsafe.log(line), err: (line) => console.unsafe.error(line) }
     const code = yield* Effect.promise(() =>
-      body().catch(async (e: unknown) => {
+      body(io).catch(async (e: unknown) => {
         const message = errorMessage(e)
-        process.stderr.write(`attestd ${name}: ${message}\n`)
-        process.stdout.write(`${JSON.stringify({ ok: false, error: message })}\n`)
+        io.err(`attestd ${name}: ${message}`)
+        io.out(JSON.stringify({ ok: false, error: message }))
         return e instanceof UsageError ? 2 : 1
       })
     )
@@ -77,8 +92,8 @@ export const stampCommand = Command.make(
     )
   },
   (a) =>
-    shell("stamp", async () => {
-      const server = serverOf(a.server)
+    shell("stamp", async (io) => {
+      const server = serverOf(a.server, io)
       let extraData: Record<string, unknown> | undefined
       if (Option.isSome(a.extraData)) {
         let parsed: unknown
@@ -102,18 +117,18 @@ export const stampCommand = Command.make(
       const summary = await stampFiles({
         files: a.files,
         server,
-        apiKey: keyOf(a.key),
+        apiKey: keyOf(a.key, io),
         source: Option.getOrUndefined(a.source),
         extraData,
         hmacKey,
         ...(bar ? { onProgress: bar.update } : {})
       })
       bar?.finish(summary.files.length, a.files.length)
-      for (const f of summary.files) if (!f.ok) process.stderr.write(`attestd stamp: ${f.file}: ${f.error}\n`)
-      process.stdout.write(`${JSON.stringify({ ok: summary.failed === 0, ...summary })}\n`)
-      process.stderr.write(
+      for (const f of summary.files) if (!f.ok) io.err(`attestd stamp: ${f.file}: ${f.error}`)
+      io.out(JSON.stringify({ ok: summary.failed === 0, ...summary }))
+      io.err(
         `stamped ${summary.stamped} of ${a.files.length} file(s)${summary.failed > 0 ? `, ${summary.failed} failed` : ""} in ${seconds(summary.elapsedMs)}` +
-          ` (${summary.requests} requests, ${summary.retries} retried)\n`
+          ` (${summary.requests} requests, ${summary.retries} retried)`
       )
       return summary.failed === 0 ? 0 : 1
     })
@@ -132,8 +147,8 @@ export const upgradeCommand = Command.make(
     timeout: Options.text("timeout").pipe(Options.withDescription("how long --wait may poll: 500ms, 30s, 10m, 24h (default 10m)"), Options.optional)
   },
   (a) =>
-    shell("upgrade", async () => {
-      const server = serverOf(a.server)
+    shell("upgrade", async (io) => {
+      const server = serverOf(a.server, io)
       const target: Level = Option.getOrElse(a.wait, () => "T2" as const)
       let waitMs: number | undefined
       if (Option.isSome(a.wait)) {
@@ -145,7 +160,7 @@ export const upgradeCommand = Command.make(
       const summary = await upgradeReceipts({
         receipts: a.receipts,
         server,
-        apiKey: keyOf(a.key),
+        apiKey: keyOf(a.key, io),
         target,
         waitMs,
         ...(process.stderr.isTTY
@@ -153,12 +168,12 @@ export const upgradeCommand = Command.make(
           : {})
       })
       if (process.stderr.isTTY && summary.passes > 0) process.stderr.write("\n")
-      for (const r of summary.receipts) if (r.error !== null) process.stderr.write(`attestd upgrade: ${r.receipt}: ${r.error}\n`)
-      process.stdout.write(`${JSON.stringify({ ok: upgradeExitCode(summary) === 0, target, ...summary })}\n`)
+      for (const r of summary.receipts) if (r.error !== null) io.err(`attestd upgrade: ${r.receipt}: ${r.error}`)
+      io.out(JSON.stringify({ ok: upgradeExitCode(summary) === 0, target, ...summary }))
       const upgraded = summary.receipts.filter((r) => r.upgraded).length
-      process.stderr.write(
+      io.err(
         `${summary.reached} of ${summary.receipts.length} receipt(s) at ${target}, ${upgraded} upgraded, ${summary.pending} pending, ${summary.failed} failed` +
-          ` (${seconds(summary.elapsedMs)}, ${summary.requests} requests)\n`
+          ` (${seconds(summary.elapsedMs)}, ${summary.requests} requests)`
       )
       return upgradeExitCode(summary)
     })

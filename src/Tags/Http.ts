@@ -81,7 +81,7 @@ export const TagsLive = HttpApiBuilder.group(Api, "tags", (handlers) =>
           const limit = payload.limit ?? TAG_QUERY_LIMIT_DEFAULT
           const page = yield* Effect.orDie(tags.query(key.id, payload.filter.and, after, limit))
           return {
-            attestations: page.items.map((i) => ({ ...i, hash_hex: i.hash_hex as never })),
+            attestations: page.items,
             count: page.items.length,
             next_cursor: page.nextAfter === undefined ? null : encodeCursor(page.nextAfter)
           }

@@ -2,20 +2,25 @@
  * Tags, denormalised with the owning key and attestation so an AND query is a
  * chain of index lookups on (api_key_id, key, value, attestation_seq).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { AttestationId } from "../Domain/AttestationId.js"
+import { HashHex } from "../Domain/HashHex.js"
+import { CountRow, DbInt, decodeRows, orDieOnMismatch } from "../Domain/Rows.js"
 import type { Tag } from "./Domain.js"
 
-interface Row {
-  readonly attestation_seq: number | string
-  readonly key: string
-  readonly value: string | null
-  readonly value_enc: string | null
-  readonly value_nonce: string | null
-}
+/** A tag row is plaintext (value set) or client-encrypted (value NULL, ciphertext and nonce set). */
+const tagRow = <F extends Schema.Struct.Fields>(fields: F) =>
+  Schema.Union(
+    Schema.Struct({ ...fields, key: Schema.String, value: Schema.String }),
+    Schema.Struct({ ...fields, key: Schema.String, value: Schema.Null, value_enc: Schema.String, value_nonce: Schema.String })
+  )
+const TagRow = tagRow({})
+const SeqTagRow = tagRow({ attestation_seq: DbInt })
+const MatchRow = Schema.Struct({ seq: DbInt, id: AttestationId, hash_hex: HashHex })
 
-export const toTag = (r: Row): Tag =>
-  r.value !== null ? { key: r.key, value: r.value } : { key: r.key, value_enc: r.value_enc!, value_nonce: r.value_nonce! }
+const toTag = (r: typeof TagRow.Type): Tag =>
+  r.value !== null ? { key: r.key, value: r.value } : { key: r.key, value_enc: r.value_enc, value_nonce: r.value_nonce }
 
 export class TooManyTags extends Error {}
 export class ClaimGone extends Error {}
@@ -25,8 +30,23 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    const forClaim = (claimId: number) =>
-      Effect.map(sql<Row>`SELECT * FROM tags WHERE claim_id = ${claimId} ORDER BY key`, (rows) => rows.map(toTag))
+    const forClaim = flow(
+      SqlSchema.findAll({
+        Request: Schema.Number,
+        Result: TagRow,
+        execute: (claimId) => sql`SELECT key, value, value_enc, value_nonce FROM tags WHERE claim_id = ${claimId} ORDER BY key`
+      }),
+      Effect.map((rows) => rows.map(toTag)),
+      orDieOnMismatch
+    )
+    const countForClaim = flow(
+      SqlSchema.single({
+        Request: Schema.Number,
+        Result: CountRow,
+        execute: (claimId) => sql`SELECT COUNT(*) AS n FROM tags WHERE claim_id = ${claimId}`
+      }),
+      orDieOnMismatch
+    )
 
     /** Upserts tags on a claim; if the claim would hold more than `max`, nothing changes. */
     const upsert = (
@@ -48,8 +68,8 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
             ON CONFLICT (claim_id, key) DO UPDATE SET value = excluded.value, value_enc = excluded.value_enc,
               value_nonce = excluded.value_nonce, updated_at = excluded.updated_at`
         }
-        const [count] = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM tags WHERE claim_id = ${claim.id}`
-        if (Number(count!.n) > max) return yield* Effect.fail(new TooManyTags(`${count!.n}`))
+        const { n } = yield* countForClaim(claim.id)
+        if (n > max) return yield* Effect.fail(new TooManyTags(`${n}`))
         return yield* forClaim(claim.id)
       }))
 
@@ -70,23 +90,23 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
           return sql`JOIN tags ${t} ON ${t}.api_key_id = t0.api_key_id AND ${t}.attestation_seq = t0.attestation_seq
             AND ${t}.key = ${c.key} AND ${t}.value = ${c.value}`
         })
-        const rows = yield* sql<{ seq: number | string; id: string; hash_hex: string }>`
+        const rows = yield* decodeRows(MatchRow)(sql`
           SELECT a.seq, a.id, a.hash_hex FROM tags t0 ${sql.join(" ", false, "")(joins)}
           JOIN attestations a ON a.seq = t0.attestation_seq
           WHERE t0.api_key_id = ${apiKeyId} AND t0.key = ${first!.key} AND t0.value = ${first!.value}
             AND t0.attestation_seq > ${after}
-          ORDER BY t0.attestation_seq LIMIT ${limit + 1}`
+          ORDER BY t0.attestation_seq LIMIT ${limit + 1}`)
         const page = rows.slice(0, limit)
-        const seqs = page.map((r) => Number(r.seq))
-        const tags = seqs.length === 0 ? [] : yield* sql<Row>`SELECT * FROM tags
-          WHERE api_key_id = ${apiKeyId} AND ${sql.in("attestation_seq", seqs)} ORDER BY key`
+        const seqs = page.map((r) => r.seq)
+        const tags = seqs.length === 0 ? [] : yield* decodeRows(SeqTagRow)(sql`SELECT attestation_seq, key, value, value_enc, value_nonce
+          FROM tags WHERE api_key_id = ${apiKeyId} AND ${sql.in("attestation_seq", seqs)} ORDER BY key`)
         return {
           items: page.map((r) => ({
             id: r.id,
             hash_hex: r.hash_hex,
-            tags: tags.filter((t) => Number(t.attestation_seq) === Number(r.seq)).map(toTag)
+            tags: tags.filter((t) => t.attestation_seq === r.seq).map(toTag)
           })),
-          nextAfter: rows.length > limit ? Number(page[page.length - 1]!.seq) : undefined
+          nextAfter: rows.length > limit ? page[page.length - 1]!.seq : undefined
         }
       })
 

@@ -17,7 +17,7 @@
  * 3 partial (the math holds but a tier is not anchored in a trust input).
  */
 import { Args, Command, Options } from "@effect/cli"
-import { Console, Effect, Option } from "effect"
+import { Config, Console, Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import { createReadStream, readFileSync } from "node:fs"
 import { existsSync } from "node:fs"
@@ -129,7 +129,8 @@ interface VerifyArgs {
   readonly hmacKey: Option.Option<string>
 }
 
-const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options: VerifyOptions; notes: Array<string> }> => {
+/** `envUrl`: ATTESTD_URL ("" when unset), the server a stamped FILE is checked against by default. */
+const loadInputs = async (args: VerifyArgs, envUrl: string): Promise<{ bundle: unknown; options: VerifyOptions; notes: Array<string> }> => {
   if (Option.isSome(args.file) && Option.isSome(args.hash)) throw new InputError("give either --file or --hash, not both")
   // `attestd verify FILE`: the receipt of `attestd stamp` beside it names what FILE must match.
   const besideReceipt = `${args.bundle}${RECEIPT_SUFFIX}`
@@ -149,8 +150,8 @@ const loadInputs = async (args: VerifyArgs): Promise<{ bundle: unknown; options:
   const notes: Array<string> = []
   const options: { -readonly [K in keyof VerifyOptions]?: VerifyOptions[K] } = {}
   const labels: { -readonly [K in keyof NonNullable<VerifyOptions["trustLabels"]>]?: string } = {}
-  const server = fileMode && Option.isNone(args.server) && (process.env.ATTESTD_URL ?? "") !== ""
-    ? Option.some(process.env.ATTESTD_URL!)
+  const server = fileMode && Option.isNone(args.server) && envUrl !== ""
+    ? Option.some(envUrl)
     : args.server
   if (Option.isSome(server)) {
     const s = await fromServer(server.value)
@@ -215,8 +216,9 @@ export const exitCodeOf = (verdict: "verified" | "failed" | "partial"): number =
 
 const run = (args: VerifyArgs) =>
   Effect.gen(function*() {
+    const envUrl = yield* Config.string("ATTESTD_URL").pipe(Config.withDefault(""), Effect.orDie)
     const inputs = yield* Effect.tryPromise({
-      try: () => loadInputs(args),
+      try: () => loadInputs(args, envUrl),
       catch: (e) => (e instanceof InputError ? e : new InputError(message(e)))
     }).pipe(Effect.either)
     if (inputs._tag === "Left") {

@@ -1,7 +1,8 @@
 /**
- * The built `attestd` command line (`node dist/bin.js …`), run as child processes
- * over a temporary data directory: keys, signing keys, migrate, and `serve` as a
- * real process. Needs dist/ (`npm test` builds it; or `npx tsc -p tsconfig.build.json`).
+ * The `attestd` command line over a temporary data directory: keys, signing keys,
+ * migrate, and `serve` as a real process. Each command runs once as a child process of
+ * the built CLI (`node dist/bin.js …`, the smoke test: `npm test` builds dist/), every
+ * other call in-process (test/helpers/cli.ts, the same Command tree).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -12,6 +13,7 @@ import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createPgDatabase, postgresAvailable, type TestDatabase } from "../helpers/databases.js"
+import { cliInProcess } from "../helpers/cli.js"
 import { client, expectEnvelope, freePort, randomHash } from "../helpers/server.js"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
@@ -33,7 +35,8 @@ interface RunResult {
   readonly stderr: string
 }
 
-const cli = (args: ReadonlyArray<string>, env: Record<string, string>): Promise<RunResult> =>
+/** `node dist/bin.js ARGS…` as a child process. */
+const cliProcess = (args: ReadonlyArray<string>, env: Record<string, string>): Promise<RunResult> =>
   new Promise((resolveRun) => {
     execFile(
       process.execPath,
@@ -45,6 +48,9 @@ const cli = (args: ReadonlyArray<string>, env: Record<string, string>): Promise<
       }
     )
   })
+
+/** The same command in-process. */
+const cli = (args: ReadonlyArray<string>, env: Record<string, string>): Promise<RunResult> => cliInProcess(args, env)
 
 /** The single JSON object a command prints on stdout. */
 const jsonOut = (r: RunResult): any => {
@@ -90,7 +96,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
   })
 
   it("migrate applies the migrations once", async () => {
-    const first = await cli(["migrate"], env)
+    const first = await cliProcess(["migrate"], env)
     expect(first.code, first.stderr).toBe(0)
     const out = jsonOut(first)
     expect(Array.isArray(out.applied)).toBe(true)
@@ -104,7 +110,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
   let created: any
 
   it("keys create prints one JSON object with the key shown once; only its SHA-256 is stored", async () => {
-    const r = await cli(
+    const r = await cliProcess(
       [
         "keys",
         "create",
@@ -215,7 +221,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
 
   it("keys revoke: the revoked key gets 401 from the running server", async () => {
     expect(url).not.toBe("")
-    const r = await cli(["keys", "revoke", created.id], env)
+    const r = await cliProcess(["keys", "revoke", created.id], env)
     expect(r.code, r.stderr).toBe(0)
     expect(jsonOut(r)).toMatchObject({ id: created.id, revoked: true })
     const refused = await client(url, created.key).post("/v1/attest", { hash_hex: randomHash() })
@@ -223,7 +229,8 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
     const [list, again, unknown] = await Promise.all([
       cli(["keys", "list"], env),
       cli(["keys", "revoke", created.id], env),
-      cli(["keys", "revoke", "key_doesnotexist"], env)
+      // a failing command as a process: its error becomes the exit code
+      cliProcess(["keys", "revoke", "key_doesnotexist"], env)
     ])
     expect(jsonOut(list).keys.find((k: any) => k.id === created.id).revoked_at).toEqual(expect.any(String))
     expect(again.code).not.toBe(0)
@@ -234,7 +241,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
     expect(url).not.toBe("")
     const before = (await client(url).get("/v1/keys")).body.keys.map((k: any) => k.kid)
     expect(before).toHaveLength(1)
-    const r = await cli(["signing-keys", "rotate"], env)
+    const r = await cliProcess(["signing-keys", "rotate"], env)
     expect(r.code, r.stderr).toBe(0)
     const rotated = jsonOut(r)
     expect(rotated.kid).toEqual(expect.any(String))

@@ -1,12 +1,12 @@
 /** T2: daily roots over the T1 batch roots, and their OpenTimestamps calendar submissions. */
 import { ddl } from "./ddl.js"
 
-const tables = (blob: string, serial: string, bigint: string) => [
+export default ddl((t) => [
   `CREATE TABLE daily_roots (
-    id ${serial},
+    id ${t.serial},
     window_end TEXT NOT NULL UNIQUE,
     root TEXT NOT NULL,
-    leaves ${blob} NOT NULL,
+    leaves ${t.blob} NOT NULL,
     batch_count INTEGER NOT NULL,
     created_at TEXT NOT NULL,
     status TEXT NOT NULL DEFAULT 'pending',
@@ -15,10 +15,10 @@ const tables = (blob: string, serial: string, bigint: string) => [
     confirmed_at TEXT
   )`,
   `CREATE TABLE calendar_submissions (
-    daily_root_id ${bigint} NOT NULL,
+    daily_root_id ${t.bigint} NOT NULL,
     calendar_url TEXT NOT NULL,
     status TEXT NOT NULL,
-    timestamp ${blob},
+    timestamp ${t.blob},
     attempts INTEGER NOT NULL DEFAULT 0,
     last_error TEXT,
     submitted_at TEXT,
@@ -27,9 +27,4 @@ const tables = (blob: string, serial: string, bigint: string) => [
   )`,
   `CREATE INDEX daily_roots_open ON daily_roots (id) WHERE status <> 'confirmed'`,
   `CREATE INDEX batches_unanchored ON batches (id) WHERE daily_root_id IS NULL`
-]
-
-export default ddl({
-  sqlite: tables("BLOB", "INTEGER PRIMARY KEY", "INTEGER"),
-  pg: tables("BYTEA", "BIGSERIAL PRIMARY KEY", "BIGINT")
-})
+])

@@ -1,11 +1,11 @@
 /** Private claim data: tags per claim, share tokens and their access log. */
 import { ddl } from "./ddl.js"
 
-const tables = (serial: string, bigint: string) => [
+export default ddl((t) => [
   `CREATE TABLE tags (
-    claim_id ${bigint} NOT NULL REFERENCES claims (id),
+    claim_id ${t.bigint} NOT NULL REFERENCES claims (id),
     api_key_id TEXT NOT NULL,
-    attestation_seq ${bigint} NOT NULL,
+    attestation_seq ${t.bigint} NOT NULL,
     key TEXT NOT NULL,
     value TEXT,
     value_enc TEXT,
@@ -28,7 +28,7 @@ const tables = (serial: string, bigint: string) => [
   )`,
   `CREATE INDEX share_tokens_by_key ON share_tokens (api_key_id, created_at)`,
   `CREATE TABLE share_token_access (
-    id ${serial},
+    id ${t.serial},
     token_id TEXT NOT NULL,
     at TEXT NOT NULL,
     client_ip TEXT NOT NULL,
@@ -36,9 +36,4 @@ const tables = (serial: string, bigint: string) => [
     path TEXT NOT NULL
   )`,
   `CREATE INDEX share_token_access_by_token ON share_token_access (token_id, id)`
-]
-
-export default ddl({
-  sqlite: tables("INTEGER PRIMARY KEY", "INTEGER"),
-  pg: tables("BIGSERIAL PRIMARY KEY", "BIGINT")
-})
+])

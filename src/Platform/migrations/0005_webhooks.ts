@@ -5,7 +5,7 @@
  */
 import { ddl } from "./ddl.js"
 
-const tables = (serial: string, bigint: string) => [
+export default ddl((t) => [
   `CREATE TABLE webhooks (
     id TEXT PRIMARY KEY,
     api_key_id TEXT NOT NULL,
@@ -19,11 +19,11 @@ const tables = (serial: string, bigint: string) => [
   )`,
   `CREATE INDEX webhooks_by_key ON webhooks (api_key_id) WHERE deleted_at IS NULL`,
   `CREATE TABLE webhook_deliveries (
-    id ${serial},
+    id ${t.serial},
     webhook_id TEXT NOT NULL,
-    outbox_id ${bigint} NOT NULL,
+    outbox_id ${t.bigint} NOT NULL,
     event_type TEXT NOT NULL,
-    attestation_seq ${bigint} NOT NULL,
+    attestation_seq ${t.bigint} NOT NULL,
     url TEXT NOT NULL,
     signing_secret TEXT NOT NULL,
     body TEXT,
@@ -39,9 +39,4 @@ const tables = (serial: string, bigint: string) => [
   )`,
   `CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status IN ('pending', 'retrying')`,
   `CREATE INDEX webhook_deliveries_history ON webhook_deliveries (webhook_id, id)`
-]
-
-export default ddl({
-  sqlite: tables("INTEGER PRIMARY KEY", "INTEGER"),
-  pg: tables("BIGSERIAL PRIMARY KEY", "BIGINT")
-})
+])

@@ -1,7 +1,7 @@
 /** Organisations: inventory index, HMAC-derived lists with their access log, brand configurations. */
 import { ddl } from "./ddl.js"
 
-const tables = (serial: string) => [
+export default ddl((t) => [
   `CREATE INDEX claims_org_inventory ON claims (org_id, attestation_seq) WHERE deleted_at IS NULL`,
   `CREATE TABLE derived_lists (
     id TEXT PRIMARY KEY,
@@ -24,7 +24,7 @@ const tables = (serial: string) => [
     PRIMARY KEY (list_id, value)
   )`,
   `CREATE TABLE derived_list_access (
-    id ${serial},
+    id ${t.serial},
     list_id TEXT NOT NULL,
     at TEXT NOT NULL,
     client_ip TEXT NOT NULL,
@@ -38,9 +38,4 @@ const tables = (serial: string) => [
     config TEXT NOT NULL,
     updated_at TEXT NOT NULL
   )`
-]
-
-export default ddl({
-  sqlite: tables("INTEGER PRIMARY KEY"),
-  pg: tables("BIGSERIAL PRIMARY KEY")
-})
+])

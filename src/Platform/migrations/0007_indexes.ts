@@ -4,9 +4,7 @@
  */
 import { ddl } from "./ddl.js"
 
-const statements = [
+export default ddl(() => [
   `CREATE INDEX tags_by_key_attestation ON tags (api_key_id, attestation_seq)`,
   `CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (webhook_id, id) WHERE status IN ('succeeded', 'failed')`
-]
-
-export default ddl({ sqlite: statements, pg: statements })
+])

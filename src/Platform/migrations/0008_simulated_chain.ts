@@ -4,7 +4,7 @@
  */
 import { ddl } from "./ddl.js"
 
-const statements = (blob: string, bigint: string) => [
+export default ddl((t) => [
   `ALTER TABLE daily_roots ADD COLUMN bitcoin_header TEXT`,
   `CREATE TABLE simulated_blocks (
     height INTEGER PRIMARY KEY,
@@ -15,11 +15,9 @@ const statements = (blob: string, bigint: string) => [
   `CREATE TABLE simulated_submissions (
     commitment TEXT PRIMARY KEY,
     calendar_url TEXT NOT NULL,
-    submitted_at_ms ${bigint} NOT NULL,
+    submitted_at_ms ${t.bigint} NOT NULL,
     height INTEGER,
-    proof ${blob}
+    proof ${t.blob}
   )`,
   `CREATE INDEX simulated_submissions_pending ON simulated_submissions (submitted_at_ms) WHERE height IS NULL`
-]
-
-export default ddl({ sqlite: statements("BLOB", "INTEGER"), pg: statements("BYTEA", "BIGINT") })
+])

@@ -5,9 +5,7 @@
  */
 import { ddl } from "./ddl.js"
 
-const statements = (bigint: string) => [
-  `ALTER TABLE attestations ADD COLUMN legacy_id ${bigint}`,
+export default ddl((t) => [
+  `ALTER TABLE attestations ADD COLUMN legacy_id ${t.bigint}`,
   `CREATE UNIQUE INDEX attestations_legacy_id ON attestations (legacy_id) WHERE legacy_id IS NOT NULL`
-]
-
-export default ddl({ sqlite: statements("INTEGER"), pg: statements("BIGINT") })
+])

@@ -5,11 +5,9 @@
  */
 import { ddl } from "./ddl.js"
 
-const statements = [
+export default ddl(() => [
   `ALTER TABLE webhooks ADD COLUMN consecutive_failures INTEGER NOT NULL DEFAULT 0`,
   `ALTER TABLE webhooks ADD COLUMN circuit_opens INTEGER NOT NULL DEFAULT 0`,
   `ALTER TABLE webhooks ADD COLUMN circuit_open_until TEXT`,
   `CREATE INDEX webhook_deliveries_queued ON webhook_deliveries (webhook_id, next_attempt_at) WHERE status IN ('pending', 'retrying')`
-]
-
-export default ddl({ sqlite: statements, pg: statements })
+])

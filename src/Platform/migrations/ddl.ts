@@ -1,10 +1,46 @@
-/** A migration is a list of DDL statements per dialect, run one by one. */
+/**
+ * A migration is a list of DDL statements, run one by one. The dialects differ
+ * only in type names, so each migration is one list written against this map.
+ */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
-export const ddl = (statements: { readonly sqlite: ReadonlyArray<string>; readonly pg: ReadonlyArray<string> }) =>
+export interface Types {
+  /** an auto-numbered 64-bit primary key column */
+  readonly serial: string
+  readonly bigint: string
+  readonly blob: string
+  readonly boolean: string
+  readonly true: string
+  readonly false: string
+  /** a table whose rows may be lost in a crash (Postgres skips its WAL): empty or `UNLOGGED ` */
+  readonly unlogged: string
+}
+
+export const types: { readonly sqlite: Types; readonly pg: Types } = {
+  sqlite: {
+    serial: "INTEGER PRIMARY KEY",
+    bigint: "INTEGER",
+    blob: "BLOB",
+    boolean: "INTEGER",
+    true: "1",
+    false: "0",
+    unlogged: ""
+  },
+  pg: {
+    serial: "BIGSERIAL PRIMARY KEY",
+    bigint: "BIGINT",
+    blob: "BYTEA",
+    boolean: "BOOLEAN",
+    true: "TRUE",
+    false: "FALSE",
+    unlogged: "UNLOGGED "
+  }
+}
+
+export const ddl = (statements: (t: Types) => ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const list = sql.onDialectOrElse({ pg: () => statements.pg, orElse: () => statements.sqlite })
+    const list = statements(sql.onDialectOrElse({ pg: () => types.pg, orElse: () => types.sqlite }))
     for (const statement of list) yield* sql.unsafe(statement)
   })

@@ -1,0 +1,117 @@
+/**
+ * The Postgres API-key cache (src/Auth/KeyCache.ts): two instances on one
+ * database, each with its own cache and LISTEN connection. A key an instance
+ * has cached is served without a lookup, yet a revocation through either
+ * instance (or the CLI's repository, which has no cache) reaches both; and
+ * while an instance's LISTEN connection is down its cache answers nothing.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer, ManagedRuntime } from "effect"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
+import { hashSecret } from "../../src/Auth/Domain.js"
+import { KeyCacheLive, KeyCacheRef } from "../../src/Auth/KeyCache.js"
+import { DatabaseLive } from "../../src/main.js"
+import { createPgDatabase, postgresAvailable, type TestDatabase } from "../helpers/databases.js"
+
+const available = await postgresAvailable()
+
+const instance = (url: string, withCache: boolean) =>
+  ManagedRuntime.make(
+    ApiKeyRepo.Default.pipe(
+      Layer.provideMerge(withCache ? KeyCacheLive(url, true, { heartbeatMs: 200, heartbeatTimeoutMs: 1_000 }) : Layer.empty),
+      Layer.provideMerge(DatabaseLive({ databaseUrl: url }))
+    )
+  )
+
+type Instance = ReturnType<typeof instance>
+
+const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 10_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+describe.skipIf(!available)("API-key cache on Postgres", () => {
+  let db: TestDatabase
+  let a: Instance
+  let b: Instance
+  let cli: Instance
+
+  const live = (i: Instance) => i.runPromise(Effect.map(KeyCacheRef, (c) => c.live()))
+  const find = (i: Instance, secret: string) => i.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.findByHash(hashSecret(secret))))
+  const create = (i: Instance, label: string) =>
+    i.runPromise(Effect.flatMap(ApiKeyRepo, (r) =>
+      r.create({ label, scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })))
+  /** Changes a key behind attestd's back (no NOTIFY): what a cached lookup cannot see. */
+  const relabel = (id: string, label: string) =>
+    cli.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE api_keys SET label = ${label} WHERE id = ${id}`))
+
+  beforeAll(async () => {
+    db = await createPgDatabase()
+    cli = instance(db.url, false)
+    await cli.runPromise(Effect.void)
+    a = instance(db.url, true)
+    b = instance(db.url, true)
+    await until("both caches are live", async () => (await live(a)) && (await live(b)))
+  })
+  afterAll(async () => {
+    await a?.dispose()
+    await b?.dispose()
+    await cli?.dispose()
+    await db?.drop()
+  })
+
+  it("serves a cached key without a lookup, and a revocation on another instance reaches it", async () => {
+    const key = await create(b, "original")
+    expect((await find(a, key.secret))?.label).toBe("original")
+    // Positive control: the cache answers — a change without NOTIFY is not seen.
+    await relabel(key.id, "changed behind attestd's back")
+    expect((await find(a, key.secret))?.label).toBe("original")
+    // Without a cache the store answers.
+    expect((await find(cli, key.secret))?.label).toBe("changed behind attestd's back")
+
+    const revoked = await b.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))
+    expect(revoked).toBe(true)
+    await until("instance A sees the revocation", async () => (await find(a, key.secret))?.revokedAt != null, 5_000)
+  })
+
+  it("a revocation by the CLI (no cache of its own) reaches every instance", async () => {
+    const key = await create(cli, "cli")
+    expect((await find(a, key.secret))?.revokedAt).toBeNull()
+    expect((await find(b, key.secret))?.revokedAt).toBeNull()
+    await cli.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))
+    await until("A sees it", async () => (await find(a, key.secret))?.revokedAt != null, 5_000)
+    await until("B sees it", async () => (await find(b, key.secret))?.revokedAt != null, 5_000)
+  })
+
+  it("answers nothing from memory while its LISTEN connection is down, and comes back", async () => {
+    const key = await create(a, "listener")
+    expect((await find(a, key.secret))?.label).toBe("listener")
+    await relabel(key.id, "relabelled")
+    expect((await find(a, key.secret))?.label).toBe("listener") // cached
+
+    const admin = new pg.Client({ connectionString: db.url })
+    await admin.connect()
+    try {
+      const killed = await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'attestd-keys' AND datname = current_database()"
+      )
+      expect(killed.rowCount).toBe(2) // A's and B's listeners
+    } finally {
+      await admin.end()
+    }
+    await until("A notices its listener is gone", async () => !(await live(a)), 5_000)
+    // Down: the store answers, so even a change that sent no NOTIFY is seen.
+    expect((await find(a, key.secret))?.label).toBe("relabelled")
+    await until("A's listener is back", () => live(a), 10_000)
+    await until("B's listener is back", () => live(b), 10_000)
+    // Back up: a revocation is heard again.
+    expect((await find(a, key.secret))?.revokedAt).toBeNull()
+    await b.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))
+    await until("A sees the revocation after reconnecting", async () => (await find(a, key.secret))?.revokedAt != null, 5_000)
+  })
+})

@@ -170,13 +170,16 @@ const benchAnchorWindow = async ({ dist, kind, calendarMode, count, runs, log })
 }
 
 const benchCalendar = async ({ dist, calls }) => {
-  const { Effect } = await import("effect")
+  const { Effect, ManagedRuntime } = await import("effect")
+  const { HttpClient } = await import("@effect/platform")
   const { makeHttpCalendar } = await distImport(dist, "Platform/Calendar/OtsCalendar.js")
+  const Outbound = await distImport(dist, "Platform/Outbound.js")
   const { startSimulatedCalendarServer } = await loadCalendarServer()
   const Ots = await distImport(dist, "Domain/Ots.js")
   const server = await startSimulatedCalendarServer()
+  const outbound = ManagedRuntime.make(Outbound.layer)
   try {
-    const cal = makeHttpCalendar({ urls: [server.url] })
+    const cal = makeHttpCalendar({ urls: [server.url] }, await outbound.runPromise(HttpClient.HttpClient))
     const time = async (eff) => {
       const t0 = performance.now()
       const r = await Effect.runPromise(eff)
@@ -211,6 +214,7 @@ const benchCalendar = async ({ dist, calls }) => {
       { call: "upgrade, mined (200)", ...stats(confirmed) }
     ]
   } finally {
+    await outbound.dispose()
     await server.close()
   }
 }

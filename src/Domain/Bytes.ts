@@ -16,6 +16,18 @@ export const hexToBytes = (hex: string): Uint8Array => {
   return out
 }
 
+export const concatBytes = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  let len = 0
+  for (const p of parts) len += p.length
+  const out = new Uint8Array(len)
+  let off = 0
+  for (const p of parts) {
+    out.set(p, off)
+    off += p.length
+  }
+  return out
+}
+
 const B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 const B64_INDEX = (() => {
   const t = new Int16Array(128).fill(-1)

@@ -22,7 +22,7 @@
  */
 import { ripemd160 as nobleRipemd160, sha1 as nobleSha1 } from "@noble/hashes/legacy.js"
 import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes as strictHexToBytes } from "./Bytes.js"
+import { bytesToHex, concatBytes, hexToBytes as strictHexToBytes } from "./Bytes.js"
 
 // ---------------------------------------------------------------------------
 // Types
@@ -160,18 +160,6 @@ export const hexToBytes = (hex: string): Uint8Array => {
   }
 }
 
-const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {
-  let len = 0
-  for (const p of parts) len += p.length
-  const out = new Uint8Array(len)
-  let off = 0
-  for (const p of parts) {
-    out.set(p, off)
-    off += p.length
-  }
-  return out
-}
-
 const asciiBytes = (s: string): Uint8Array => {
   const out = new Uint8Array(s.length)
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i)
@@ -228,9 +216,9 @@ export const applyOp = (op: Op, msg: Uint8Array): Uint8Array => {
   opResultLength(op, msg.length)
   switch (op._tag) {
     case "append":
-      return concat(msg, op.arg)
+      return concatBytes(msg, op.arg)
     case "prepend":
-      return concat(op.arg, msg)
+      return concatBytes(op.arg, msg)
     case "sha256":
       return nobleSha256(msg)
     case "sha1":
@@ -421,7 +409,7 @@ export const merkleStepsToOps = (
     if (!/^[0-9a-f]{64}$/.test(step.hash)) throw new OtsFormatError("merkle step hash must be 64 lowercase hex")
     const sibling = hexToBytes(step.hash)
     if (step.position === "left") {
-      ops.push(Ops.prepend(concat(Uint8Array.of(0x01), sibling)), Ops.sha256)
+      ops.push(Ops.prepend(concatBytes(Uint8Array.of(0x01), sibling)), Ops.sha256)
     } else if (step.position === "right") {
       ops.push(Ops.append(sibling), Ops.prepend(Uint8Array.of(0x01)), Ops.sha256)
     } else {

@@ -13,14 +13,14 @@
  * after repeated failures, so it stops taking slots at all until a probe passes.
  */
 import * as Metrics from "../Platform/Metrics.js"
-import { Clock, Duration, Effect, Queue } from "effect"
-import { request as httpRequest } from "node:http"
-import { request as httpsRequest } from "node:https"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { Clock, Context, Duration, Effect, Layer, Queue } from "effect"
 import type { LookupFunction } from "node:net"
 import { lookup as dnsLookup } from "node:dns"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
 import { exclusively } from "../Platform/Locks.js"
+import * as Outbound from "../Platform/Outbound.js"
 import {
   checkWebhookUrl,
   DELIVERY_TIMEOUT_MS,
@@ -41,7 +41,7 @@ const CLAIM_GAP_MS = 50
 const FAN_OUT_LOCK = 727005
 
 /** A lookup that refuses non-public addresses, so the address checked is the address connected to. */
-const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
+export const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
   dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
     if (err) return (callback as any)(err)
     const list = addresses as unknown as Array<{ address: string; family: number }>
@@ -57,38 +57,23 @@ export interface PostResult {
   readonly excerpt: string
 }
 
-/** POSTs `body`; no redirects are followed; the response body is read up to a small cap. */
-export const postWebhook = (url: URL, body: string, headers: Record<string, string>, production: boolean) =>
-  Effect.async<PostResult, Error>((resume, signal) => {
-    const send = url.protocol === "https:" ? httpsRequest : httpRequest
-    const req = send(url, {
-      method: "POST",
-      headers: { ...headers, "content-length": Buffer.byteLength(body) },
-      signal,
-      ...(production ? { lookup: publicOnlyLookup } : {})
-    }, (res) => {
-      const chunks: Array<Buffer> = []
-      let size = 0
-      res.on("data", (c: Buffer) => {
-        if (size < RESPONSE_EXCERPT_BYTES) chunks.push(c)
-        size += c.length
-      })
-      res.on("end", () =>
-        resume(Effect.succeed({
-          status: res.statusCode ?? 0,
-          excerpt: Buffer.concat(chunks).subarray(0, RESPONSE_EXCERPT_BYTES).toString("utf8")
-        })))
-      res.on("error", (e) => resume(Effect.fail(e)))
-    })
-    req.on("error", (e) => resume(Effect.fail(e)))
-    req.end(body)
-  })
+/** POSTs `body` through the outbound client; no redirects are followed; the response body is read up to a small cap. */
+export const postWebhook = (url: URL, body: string, headers: Record<string, string>) =>
+  Outbound.exchange(
+    HttpClientRequest.post(url).pipe(HttpClientRequest.setHeaders(headers), HttpClientRequest.bodyText(body, "application/json")),
+    { timeout: Duration.millis(DELIVERY_TIMEOUT_MS), maxBytes: RESPONSE_EXCERPT_BYTES, overflow: "truncate" }
+  ).pipe(Effect.map((reply): PostResult => ({ status: reply.status, excerpt: new TextDecoder().decode(reply.body) })))
+
+/** The client webhooks go out through: in production its agent connects to public addresses only. */
+export const webhookClientLayer = (production: boolean) =>
+  production ? Outbound.layerWithLookup(publicOnlyLookup) : Outbound.layer
 
 export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webhooks/WebhookDispatcher", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const repo = yield* WebhookRepo
     const config = yield* AppConfig
     const production = config.mode === "production"
+    const client = yield* Layer.build(webhookClientLayer(production)).pipe(Effect.map((ctx) => Context.get(ctx, HttpClient.HttpClient)))
     const delays = config.webhookRetryDelays
     const now = Effect.map(Clock.currentTimeMillis, formatMillis)
 
@@ -132,10 +117,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
             "x-service-event": d.eventType,
             "x-service-delivery": String(d.id),
             "x-service-signature": signBody(body, d.signingSecret)
-          }, production).pipe(
-            Effect.timeoutFail({ duration: Duration.millis(DELIVERY_TIMEOUT_MS), onTimeout: () => new Error("timed out after 10 s") }),
-            Effect.either
-          )
+          }).pipe(Effect.provideService(HttpClient.HttpClient, client), Effect.either)
           : ({ _tag: "Left", left: new Error(check.reason) } as const)
         const ok = result._tag === "Right" && result.right.status >= 200 && result.right.status < 300
         const t = yield* Clock.currentTimeMillis

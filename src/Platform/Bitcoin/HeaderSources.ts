@@ -5,15 +5,16 @@
  *   GET {base}/block-height/{h}       → block hash (display order, text)
  *   GET {base}/block/{hash}/header    → 80-byte header (hex text)
  *
- * Every source is asked concurrently through @effect/platform's HttpClient with
- * a timeout per request. Each answer is checked on its own (the header hashes to
+ * Every source is asked concurrently through the outbound HttpClient
+ * (Platform/Outbound.ts) with a timeout per request. Each answer is checked on its own (the header hashes to
  * the hash given for the height); with several sources every one must answer
  * and all must agree, else the call fails with a `HeaderSourceError` naming the
  * disagreement, and the caller retries later.
  */
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { blockHash, headerBytes } from "../../Domain/BitcoinHeader.js"
+import * as Outbound from "../Outbound.js"
 
 export class HeaderSourceError extends Data.TaggedError("HeaderSourceError")<{
   readonly message: string
@@ -42,7 +43,7 @@ export class BitcoinHeaderSources extends Context.Tag("Platform/BitcoinHeaderSou
 >() {}
 
 export const DEFAULT_SOURCE_TIMEOUT = Duration.seconds(10)
-const MAX_ANSWER_CHARS = 1024
+const MAX_ANSWER_BYTES = 1024
 const HASH = /^[0-9a-f]{64}$/
 
 const trimSlash = (url: string): string => url.replace(/\/+$/, "")
@@ -72,18 +73,14 @@ export const makeEsplora = (opts: {
     const timeout = opts.timeout ?? DEFAULT_SOURCE_TIMEOUT
 
     const text = (source: string, path: string) =>
-      client.execute(HttpClientRequest.get(`${trimSlash(source)}${path}`, { headers: { "user-agent": "attestd" } })).pipe(
-        Effect.flatMap((res) =>
-          res.status === 200
-            ? res.text
-            : Effect.zipRight(res.text.pipe(Effect.ignore), Effect.fail(new Error(`HTTP ${res.status}`)))
+      Outbound.exchange(HttpClientRequest.get(`${trimSlash(source)}${path}`), { timeout, maxBytes: MAX_ANSWER_BYTES, overflow: "truncate" }).pipe(
+        Effect.provideService(HttpClient.HttpClient, client),
+        Effect.flatMap((reply) =>
+          reply.status === 200
+            ? Effect.succeed(new TextDecoder().decode(reply.body).trim().toLowerCase())
+            : Effect.fail(new Outbound.OutboundError({ message: `HTTP ${reply.status}` }))
         ),
-        Effect.scoped,
-        Effect.timeoutFail({ duration: timeout, onTimeout: () => new Error(`timed out after ${Duration.format(timeout)}`) }),
-        Effect.map((t) => t.slice(0, MAX_ANSWER_CHARS).trim().toLowerCase()),
-        Effect.mapError((e) =>
-          new HeaderSourceError({ message: `${source}${path}: ${e instanceof Error ? e.message : String(e)}`, disagreement: false })
-        )
+        Effect.mapError((e) => new HeaderSourceError({ message: `${source}${path}: ${e.message}`, disagreement: false }))
       )
 
     const ask = (source: string, height: number) =>
@@ -112,9 +109,9 @@ export const makeEsplora = (opts: {
     } satisfies BitcoinHeaderSourcesService
   })
 
-/** Esplora-compatible sources over @effect/platform's fetch HttpClient. */
+/** Esplora-compatible sources through the outbound client (Platform/Outbound.ts). */
 export const layerEsplora = (opts: { readonly sources: ReadonlyArray<string>; readonly timeout?: Duration.DurationInput }) =>
-  Layer.effect(BitcoinHeaderSources, makeEsplora(opts)).pipe(Layer.provide(FetchHttpClient.layer))
+  Layer.effect(BitcoinHeaderSources, makeEsplora(opts)).pipe(Layer.provide(Outbound.layer))
 
 /** No source: every Bitcoin attestation stays below T2 (demo mode with external calendars and no sources). */
 export const layerNone: Layer.Layer<BitcoinHeaderSources> = Layer.succeed(BitcoinHeaderSources, {

@@ -8,7 +8,10 @@
  * - `layerDemo(dataDir)`: the embedded local demo TSA (see DemoTsa.ts); its
  *   stamps go through the same validation, chained to `demo-tsa/root.pem`.
  */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Context, Data, Duration, Effect, Either, Layer } from "effect"
+import { bytesToBase64 } from "../../Domain/Bytes.js"
+import * as Outbound from "../Outbound.js"
 import { loadOrCreateDemoTsa } from "./DemoTsa.js"
 import {
   buildTimeStampRequest,
@@ -72,17 +75,17 @@ export const parseTsaUrls = (value: string): Array<string> => {
 }
 
 interface Target {
-  /** URL without credentials (what fetch gets and what we log / record). */
+  /** URL without credentials (what is requested and what we log / record). */
   readonly url: string
   readonly authorization?: string
 }
 
-/** fetch() refuses URLs with userinfo; turn it into a Basic auth header. */
+/** Userinfo in a URL becomes a Basic auth header (and never reaches a log or the provider label). */
 const toTarget = (raw: string): Target => {
   try {
     const u = new URL(raw)
     if (u.username === "" && u.password === "") return { url: raw }
-    const auth = Buffer.from(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`).toString("base64")
+    const auth = bytesToBase64(new TextEncoder().encode(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`))
     u.username = ""
     u.password = ""
     return { url: u.toString(), authorization: `Basic ${auth}` }
@@ -100,52 +103,26 @@ const reasonOf = (e: unknown): string => {
   return String(e)
 }
 
-const postRequest = (target: Target, body: Uint8Array, timeoutMs: number): Effect.Effect<Uint8Array, string> =>
-  Effect.tryPromise({
-    try: async (interrupted) => {
-      // Wall-clock bound independent of the Effect Clock (so it also holds
-      // under a TestClock), combined with Effect interruption.
-      const deadline = AbortSignal.timeout(timeoutMs)
-      const signal = AbortSignal.any([interrupted, deadline])
-      try {
-        return await exchange(target, body, signal)
-      } catch (e) {
-        if (deadline.aborted) throw new Error(`timed out after ${timeoutMs} ms`)
-        throw e
-      }
-    },
-    catch: reasonOf
-  }).pipe(
-    // Belt and braces: interrupting the tryPromise aborts `interrupted`, which cancels the fetch.
-    Effect.timeoutFail({ duration: Duration.millis(timeoutMs), onTimeout: () => `timed out after ${timeoutMs} ms` })
+const postRequest = (target: Target, body: Uint8Array, timeoutMs: number): Effect.Effect<Uint8Array, string, HttpClient.HttpClient> =>
+  Outbound.exchange(
+    HttpClientRequest.post(target.url).pipe(
+      HttpClientRequest.setHeaders({
+        accept: "application/timestamp-reply",
+        ...(target.authorization !== undefined ? { authorization: target.authorization } : {})
+      }),
+      HttpClientRequest.bodyUint8Array(body, "application/timestamp-query")
+    ),
+    { timeout: Duration.millis(timeoutMs), maxBytes: MAX_REPLY_BYTES, wallClock: true }
+  ).pipe(
+    Effect.mapError((e) => e.message),
+    Effect.flatMap((reply) =>
+      reply.status < 200 || reply.status >= 300
+        ? Effect.fail(`HTTP ${reply.status}`)
+        : reply.body.byteLength === 0
+        ? Effect.fail("empty reply")
+        : Effect.succeed(reply.body)
+    )
   )
-
-const exchange = async (target: Target, body: Uint8Array, signal: AbortSignal): Promise<Uint8Array> => {
-  const res = await fetch(target.url, {
-    method: "POST",
-    headers: {
-      "content-type": "application/timestamp-query",
-      accept: "application/timestamp-reply",
-      ...(target.authorization !== undefined ? { authorization: target.authorization } : {})
-    },
-    body,
-    signal,
-    redirect: "error"
-  })
-  if (!res.ok) {
-    await res.body?.cancel().catch(() => undefined)
-    throw new Error(`HTTP ${res.status} ${res.statusText}`.trim())
-  }
-  const declared = Number(res.headers.get("content-length") ?? "0")
-  if (declared > MAX_REPLY_BYTES) {
-    await res.body?.cancel().catch(() => undefined)
-    throw new Error(`reply too large (${declared} bytes)`)
-  }
-  const buf = new Uint8Array(await res.arrayBuffer())
-  if (buf.byteLength > MAX_REPLY_BYTES) throw new Error(`reply too large (${buf.byteLength} bytes)`)
-  if (buf.byteLength === 0) throw new Error("empty reply")
-  return buf
-}
 
 const checkReply = (
   replyDer: Uint8Array,
@@ -178,8 +155,8 @@ const buildRequest = (digest: Uint8Array): Effect.Effect<{ der: Uint8Array; nonc
     catch: (e) => new TsaError({ message: `cannot build time-stamp request: ${reasonOf(e)}`, attempts: [] })
   })
 
-/** The HTTP TsaClient service (see layerHttp). */
-export const makeHttpTsaClient = (opts: HttpTsaOptions): TsaClientService => {
+/** The HTTP TsaClient service over `client` (see layerHttp). */
+export const makeHttpTsaClient = (opts: HttpTsaOptions, client: HttpClient.HttpClient): TsaClientService => {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TSA_TIMEOUT_MS
   const targets = opts.urls.map(toTarget)
   const provider = targets.map((t) => t.url).join(", ")
@@ -203,6 +180,7 @@ export const makeHttpTsaClient = (opts: HttpTsaOptions): TsaClientService => {
       for (const target of targets) {
         const result = yield* Effect.either(
           postRequest(target, req.der, timeoutMs).pipe(
+            Effect.provideService(HttpClient.HttpClient, client),
             Effect.flatMap((reply) => checkReply(reply, digest, req.nonce, opts.trustAnchorsPem))
           )
         )
@@ -223,8 +201,11 @@ export const makeHttpTsaClient = (opts: HttpTsaOptions): TsaClientService => {
   return { provider, timestamp, trustAnchorsPem: opts.trustAnchorsPem }
 }
 
-/** Layer for an RFC 3161 TSA over HTTP(S), URLs tried in order. */
-export const layerHttp = (opts: HttpTsaOptions): Layer.Layer<TsaClient> => Layer.succeed(TsaClient, makeHttpTsaClient(opts))
+/** Layer for an RFC 3161 TSA over HTTP(S), URLs tried in order, through the outbound client. */
+export const layerHttp = (opts: HttpTsaOptions): Layer.Layer<TsaClient> =>
+  Layer.effect(TsaClient, Effect.map(HttpClient.HttpClient, (client) => makeHttpTsaClient(opts, client))).pipe(
+    Layer.provide(Outbound.layer)
+  )
 
 /** Layer for the embedded demo TSA (`<dataDir>/demo-tsa`, created on first use). */
 export const layerDemo = (dataDir: string): Layer.Layer<TsaClient, Error> =>

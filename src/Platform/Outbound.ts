@@ -1,0 +1,105 @@
+/**
+ * The one outbound HTTP layer: @effect/platform's HttpClient over node:http
+ * (NodeHttpClient) for the TSA client, the OpenTimestamps calendars, the
+ * Bitcoin header sources and the webhook dispatcher.
+ *
+ * `exchange` applies the policy every caller shares: a user agent (unless the
+ * request sets its own), one timeout (Effect.timeout) over connect, headers and
+ * body, no redirects followed, and a cap on the body read. A non-2xx status is
+ * a reply like any other; the caller decides what it means.
+ *
+ * `layer` is the general client; `layerWithLookup(lookup)` the same client
+ * whose agent resolves host names through `lookup` (the webhook dispatcher's
+ * refuses non-public addresses, so the address checked is the address
+ * connected to: no DNS-rebinding window between check and connect).
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Clock, Data, Duration, Effect, Layer, Stream } from "effect"
+import type { LookupFunction } from "node:net"
+import { concatBytes } from "../Domain/Bytes.js"
+
+export const USER_AGENT = "attestd"
+
+export class OutboundError extends Data.TaggedError("OutboundError")<{ readonly message: string }> {}
+
+export interface Policy {
+  readonly timeout: Duration.DurationInput
+  readonly maxBytes: number
+  /** "fail" (default): a longer body fails the call; "truncate": keep the first maxBytes and stop reading. */
+  readonly overflow?: "fail" | "truncate"
+  /**
+   * Measure the timeout on the wall clock even where a TestClock is installed
+   * (the TSA client and the calendars always have: a test that holds its
+   * clock still must not hang on a dead server).
+   */
+  readonly wallClock?: boolean
+}
+
+export interface Reply {
+  readonly status: number
+  readonly body: Uint8Array
+}
+
+const liveClock = Clock.make()
+
+/** The innermost message: node's socket error (ECONNREFUSED, the public-only refusal) rather than "Transport error". */
+const describe = (e: unknown): string => {
+  let cur: unknown = e
+  while (typeof cur === "object" && cur !== null && "cause" in cur && cur.cause instanceof Error) cur = cur.cause
+  return cur instanceof Error ? cur.message : String(cur)
+}
+
+const readBody = (stream: Stream.Stream<Uint8Array, unknown>, declared: string | undefined, policy: Policy) =>
+  Effect.gen(function*() {
+    const cap = policy.maxBytes
+    const truncate = policy.overflow === "truncate"
+    if (!truncate && declared !== undefined && Number(declared) > cap) {
+      return yield* new OutboundError({ message: `response too large (${declared} bytes > ${cap})` })
+    }
+    const chunks: Array<Uint8Array> = []
+    let total = 0
+    yield* Stream.runForEachWhile(stream, (chunk) =>
+      Effect.suspend(() => {
+        if (total + chunk.byteLength <= cap) {
+          chunks.push(chunk)
+          total += chunk.byteLength
+          return Effect.succeed(true)
+        }
+        if (!truncate) return Effect.fail(new OutboundError({ message: `response too large (> ${cap} bytes)` }))
+        chunks.push(chunk.subarray(0, cap - total))
+        total = cap
+        return Effect.succeed(false)
+      }))
+    return concatBytes(...chunks)
+  })
+
+/** One request under `policy`: the status and the body read up to the cap. */
+export const exchange = (
+  request: HttpClientRequest.HttpClientRequest,
+  policy: Policy
+): Effect.Effect<Reply, OutboundError, HttpClient.HttpClient> => {
+  const timeoutMs = Duration.toMillis(policy.timeout)
+  const bounded = Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    const req = request.headers["user-agent"] === undefined ? HttpClientRequest.setHeader(request, "user-agent", USER_AGENT) : request
+    const res = yield* client.execute(req)
+    const body = yield* readBody(res.stream, res.headers["content-length"], policy)
+    return { status: res.status, body }
+  }).pipe(
+    Effect.scoped,
+    Effect.mapError((e) => (e instanceof OutboundError ? e : new OutboundError({ message: describe(e) }))),
+    Effect.timeoutFail({ duration: timeoutMs, onTimeout: () => new OutboundError({ message: `timed out after ${timeoutMs} ms` }) })
+  )
+  return policy.wallClock === true ? Effect.withClock(bounded, liveClock) : bounded
+}
+
+/** The general outbound client (keep-alive agent, closed with the layer). */
+export const layer: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layer
+
+/**
+ * The same client with its agent resolving names through `lookup` (webhooks in
+ * production pass one that refuses non-public addresses).
+ */
+export const layerWithLookup = (lookup: LookupFunction): Layer.Layer<HttpClient.HttpClient> =>
+  NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ lookup })))

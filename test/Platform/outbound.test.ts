@@ -1,0 +1,75 @@
+/**
+ * The outbound HTTP layer (src/Platform/Outbound.ts): body cap (fail or
+ * truncate), the wall-clock timeout under a TestClock, and the webhook
+ * client's public-only lookup, each with a positive control.
+ */
+import { HttpClientRequest } from "@effect/platform"
+import { it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, describe, expect } from "vitest"
+import * as Outbound from "../../src/Platform/Outbound.js"
+import { publicOnlyLookup, webhookClientLayer } from "../../src/Webhooks/Dispatcher.js"
+
+let server: Server
+let port = 0
+const seen: Array<string | undefined> = []
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    seen.push(req.headers["user-agent"])
+    if (req.url === "/hang") return // never answers
+    if (req.url === "/big") {
+      res.writeHead(200) // chunked: no content-length to refuse early
+      res.write("a".repeat(3000))
+      res.end("b".repeat(3000))
+      return
+    }
+    res.writeHead(200, { "content-type": "text/plain" })
+    res.end("hello")
+  })
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r))
+  port = (server.address() as AddressInfo).port
+})
+afterAll(() => new Promise<void>((r) => server.close(() => r())))
+
+const get = (host: string, path: string, policy: Outbound.Policy) =>
+  Outbound.exchange(HttpClientRequest.get(`http://${host}:${port}${path}`), policy)
+
+describe("Outbound", () => {
+  it.effect("reads the body with the attestd user agent; over the cap it fails, or truncates when asked", () =>
+    Effect.gen(function*() {
+      const ok = yield* get("127.0.0.1", "/", { timeout: "5 seconds", maxBytes: 100 })
+      expect(ok.status).toBe(200)
+      expect(new TextDecoder().decode(ok.body)).toBe("hello")
+      expect(seen.at(-1)).toBe(Outbound.USER_AGENT)
+      const big = yield* Effect.either(get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 1000 }))
+      expect(Either.isLeft(big) && big.left.message).toMatch(/too large/)
+      const cut = yield* get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 1000, overflow: "truncate" })
+      expect(cut.body.byteLength).toBe(1000)
+      const whole = yield* get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 6000 })
+      expect(whole.body.byteLength).toBe(6000)
+    }).pipe(Effect.provide(Outbound.layer)))
+
+  // it.effect runs under a TestClock that never moves: only the wall clock can end this call.
+  it.effect("wallClock: the timeout fires under a TestClock", () =>
+    Effect.gen(function*() {
+      const r = yield* Effect.either(get("127.0.0.1", "/hang", { timeout: "300 millis", maxBytes: 100, wallClock: true }))
+      expect(Either.isLeft(r) && r.left.message).toMatch(/timed out after 300 ms/)
+    }).pipe(Effect.provide(Outbound.layer)))
+
+  it.effect("the public-only lookup refuses a name resolving to loopback; the general client reaches it", () =>
+    Effect.gen(function*() {
+      const refused = yield* Effect.either(
+        get("localhost", "/", { timeout: "5 seconds", maxBytes: 100 }).pipe(Effect.provide(Outbound.layerWithLookup(publicOnlyLookup)))
+      )
+      expect(Either.isLeft(refused) && refused.left.message).toMatch(/refusing non-public address/)
+      const production = yield* Effect.either(
+        get("localhost", "/", { timeout: "5 seconds", maxBytes: 100 }).pipe(Effect.provide(webhookClientLayer(true)))
+      )
+      expect(Either.isLeft(production) && production.left.message).toMatch(/refusing non-public address/)
+      const reached = yield* get("localhost", "/", { timeout: "5 seconds", maxBytes: 100 }).pipe(Effect.provide(webhookClientLayer(false)))
+      expect(reached.status).toBe(200)
+    }))
+})

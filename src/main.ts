@@ -98,7 +98,12 @@ export const CalendarLive = (
   return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
 }
 
-/** Domain services over the database, signer, TSA, calendars and clock. */
+/**
+ * Domain services over the database, signer, TSA, calendars and clock. Each
+ * `Default` layer brings the services it depends on; a layer named in several
+ * places is built once (layers are memoized by reference within one runtime).
+ * The repositories and keys listed here are the ones the handlers use directly.
+ */
 export const ServicesLive = (config: AppConfigShape) =>
   Layer.mergeAll(
     Attestor.Default,
@@ -107,15 +112,28 @@ export const ServicesLive = (config: AppConfigShape) =>
     Quota.Default,
     Sealer.Default,
     Anchorer.Default,
-    WebhookDispatcher.Default
+    WebhookDispatcher.Default,
+    AttestationRepo.Default,
+    ApiKeyRepo.Default,
+    ShareTokenRepo.Default,
+    ClaimRepo.Default,
+    TagRepo.Default,
+    WebhookRepo.Default,
+    CensusRepo.Default,
+    BrandRepo.Default,
+    SealingRepo.Default,
+    AnchoringRepo.Default,
+    AnchorProofs.Default,
+    SigningKeys.Default,
+    Signer.Default,
+    HealthChecks.Default
   ).pipe(
-    Layer.provideMerge(AnchorProofs.Default),
-    Layer.provideMerge(HealthChecks.Default),
-    Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default, ShareTokenRepo.Default, ClaimRepo.Default, TagRepo.Default, WebhookRepo.Default, CensusRepo.Default, BrandRepo.Default, SigningKeys.Default)),
-    Layer.provideMerge(TsaLive(config)),
-    Layer.provideMerge(CalendarLive(config)),
-    Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory),
-    Layer.provideMerge(KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"))
+    Layer.provideMerge(Layer.mergeAll(
+      TsaLive(config),
+      CalendarLive(config),
+      dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,
+      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg")
+    ))
   )
 
 /** The HTTP API (without a listening server). */

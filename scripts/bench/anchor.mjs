@@ -135,7 +135,7 @@ const benchAnchorWindow = async ({ dist, kind, calendarMode, count, runs, log })
         recordSubmitted: (...a) => T("recordSubmitted", x.recordSubmitted(...a))
       })))
       const cal = Layer.effect(OtsCalendar, Effect.map(OtsCalendar, (c) => ({ ...c, submit: (u, d) => T("calendarSubmit", c.submit(u, d)) })))
-      const timedAnchorer = Anchorer.Default.pipe(Layer.provide(Layer.merge(repo, cal)))
+      const timedAnchorer = Anchorer.DefaultWithoutDependencies.pipe(Layer.provide(Layer.merge(repo, cal)))
       const outcome = await runtime.runPromise(
         Effect.gen(function*() {
           const anchorer = yield* Anchorer

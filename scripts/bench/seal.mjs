@@ -11,7 +11,7 @@
 // in a child process (so its RSS is its own) over a ManagedRuntime of
 // `AppLive(AppConfig.make(...), { workers: false })` with the demo TSA.
 //
-// Breakdown: the Sealer under test is built from Sealer.Default with SealingRepo and
+// Breakdown: the Sealer under test is built from Sealer.DefaultWithoutDependencies with SealingRepo and
 // TsaClient wrapped in timers, so `pending` (read), `tsa` (TsaClient.timestamp) and `write`
 // (SealingRepo.recordSeal, the one transaction) are timed inside the real seal; `tree+rest`
 // is the remainder (buildTreeParallel, hashes map, lock, logging). `tree (alone)` is
@@ -335,7 +335,7 @@ const sealOnce = async ({ dist, store, windowEndMs, n }) => {
       recordSeal: (rec) => timedEffect(Effect, marks, "write", r.recordSeal(rec))
     })))
     const wrappedTsa = Layer.effect(TsaClient, Effect.map(TsaClient, (t) => ({ ...t, timestamp: (d) => timedEffect(Effect, marks, "tsa", t.timestamp(d)) })))
-    const timedSealer = Sealer.Default.pipe(Layer.provide(Layer.merge(wrappedRepo.pipe(Layer.provide(repoUnderTest)), wrappedTsa)))
+    const timedSealer = Sealer.DefaultWithoutDependencies.pipe(Layer.provide(Layer.merge(wrappedRepo.pipe(Layer.provide(repoUnderTest)), wrappedTsa)))
 
     global.gc?.()
     await sleep(200)

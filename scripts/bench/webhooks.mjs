@@ -139,7 +139,7 @@ const benchOne = async ({ dist, kind, events, hooks, log }) => {
     })))
     // the repo itself over a SqlClient proxy timing each statement (recordAttempt = UPDATE + DELETE history)
     const stmts = {}
-    const dispatcherLayer = WebhookDispatcher.Default.pipe(Layer.provide(repo.pipe(Layer.provide(WebhookRepo.Default.pipe(Layer.provide(await timedSqlLayer(stmts, 2)))))))
+    const dispatcherLayer = WebhookDispatcher.DefaultWithoutDependencies.pipe(Layer.provide(repo.pipe(Layer.provide(WebhookRepo.Default.pipe(Layer.provide(await timedSqlLayer(stmts, 2)))))))
 
     // What-if knob (diagnosis only): extra SQL on the benchmark database before dispatching, e.g. an index.
     if (process.env.BENCH_WEBHOOK_EXTRA_SQL) {

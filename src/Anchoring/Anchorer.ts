@@ -229,5 +229,6 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       run: Effect.all([anchorLoop, upgradeLoop], { concurrency: 2, discard: true }),
       calendarStatus: () => calendarStatus
     }
-  })
+  }),
+  dependencies: [AnchoringRepo.Default, HealthChecks.Default]
 }) {}

@@ -58,5 +58,6 @@ export class AnchorProofs extends Effect.Service<AnchorProofs>()("Anchoring/Anch
       })
 
     return { view, otsFile }
-  })
+  }),
+  dependencies: [AnchoringRepo.Default, SealingRepo.Default]
 }) {}

@@ -127,5 +127,6 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     return {
       attest: (input: AttestInput) => submit(input)
     }
-  })
+  }),
+  dependencies: [AttestationRepo.Default, Signer.Default]
 }) {}

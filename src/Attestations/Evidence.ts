@@ -76,5 +76,6 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
       otsAvailable: (a: Attestation) =>
         a.level === "T0" ? Effect.succeed(false) : Effect.map(anchors.view(a), (v) => v?.calendarTimestamp !== undefined)
     }
-  })
+  }),
+  dependencies: [SealingRepo.Default, AnchorProofs.Default, SigningKeys.Default]
 }) {}

@@ -121,5 +121,6 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       })
 
     return { authenticate, optionalKey, resolveKey }
-  })
+  }),
+  dependencies: [ApiKeyRepo.Default, ShareTokenRepo.Default]
 }) {}

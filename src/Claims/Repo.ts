@@ -1,10 +1,10 @@
 /** A key's own claim on an attestation: read, conditional update, soft delete. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, flow, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { type Claim, ClaimRow } from "../Attestations/Domain.js"
 import { newEtag } from "../Attestations/Repo.js"
-import { DbInt, decodeRows, orDieOnMismatch } from "../Domain/Rows.js"
+import { DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
 
 const IdRow = Schema.Struct({ id: DbInt })
 const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })
@@ -25,17 +25,14 @@ export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    const findLive = flow(
-      SqlSchema.findOne({
-        Request: ClaimKey,
-        Result: ClaimRow,
-        execute: ({ apiKeyId, seq }) =>
-          sql`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`
-      }),
-      orDieOnMismatch
-    )
+    const findLive = SqlSchema.findOne({
+      Request: ClaimKey,
+      Result: ClaimRow,
+      execute: ({ apiKeyId, seq }) =>
+        sql`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`
+    })
     const liveClaim = (apiKeyId: string, seq: number): Effect.Effect<Claim | undefined, SqlError> =>
-      Effect.map(findLive({ apiKeyId, seq }), Option.getOrUndefined)
+      orUndefined(findLive({ apiKeyId, seq }))
 
     /** Applies `patch` only if the stored etag is one of `ifMatch` (when given); a new etag every time. */
     const update = (apiKeyId: string, seq: number, patch: ClaimPatch, ifMatch: ReadonlyArray<string> | undefined, now: string) =>

@@ -60,5 +60,6 @@ export class HealthChecks extends Effect.Service<HealthChecks>()("Platform/Healt
           if (options.counts) countQueries.push(options.counts)
         })
     }
-  })
+  }),
+  dependencies: [Signer.Default]
 }) {}

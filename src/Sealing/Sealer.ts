@@ -122,5 +122,6 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
     })
 
     return { sealWindow: sealExclusively, run, tsaStatus: () => tsaStatus }
-  })
+  }),
+  dependencies: [SealingRepo.Default, HealthChecks.Default]
 }) {}

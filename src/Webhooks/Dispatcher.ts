@@ -217,5 +217,6 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
     })
 
     return { fanOutOnce, sendDueOnce, attempt, run }
-  })
+  }),
+  dependencies: [WebhookRepo.Default]
 }) {}

@@ -7,8 +7,9 @@
  * exist exactly once with the id the client was given, and after the last
  * restart every attestation must reach T1.
  *
- * N = 6 here (bounded to ~30 s per store); `node scripts/kill-loop.mjs` runs
- * the long version (KILL_LOOP_ITERATIONS, default 50).
+ * N = 3 here (the bounded run of `npm test`; each kill lands at a random moment
+ * within 650 ms of a fresh acknowledgement); `node scripts/kill-loop.mjs` runs the
+ * long version (KILL_LOOP_ITERATIONS, default 50).
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
@@ -26,8 +27,7 @@ import {
   waitFor
 } from "../helpers/process.js"
 
-const ITERATIONS = 6
-const PER_STORE_BUDGET_MS = 30_000
+const ITERATIONS = 3
 
 for (const dialect of await dialects()) {
   describe(`kill -9 while sealing (${dialect})`, () => {
@@ -48,8 +48,7 @@ for (const dialect of await dialects()) {
       cleanup.push(async () => current?.kill("SIGKILL"))
       const kills: Array<number> = []
 
-      // At least 3 kills even when a loaded machine makes each start slow; up to ITERATIONS within the budget.
-      for (let i = 0; i < ITERATIONS && (i < 3 || Date.now() - started < PER_STORE_BUDGET_MS); i++) {
+      for (let i = 0; i < ITERATIONS; i++) {
         current = await startServe(env)
         const server = current
         let stop = false
@@ -68,7 +67,7 @@ for (const dialect of await dialects()) {
         const snap = await checkSealingInvariants(db.url)
         expect(snap.violations, `after kill ${i + 1} (${delay} ms)`).toEqual([])
       }
-      expect(kills.length).toBeGreaterThanOrEqual(3)
+      expect(kills.length).toBe(ITERATIONS)
       expect(log.acked.size).toBeGreaterThan(0)
 
       // Last restart: everything left at T0 is sealed within a few windows.

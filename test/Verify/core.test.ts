@@ -2,16 +2,16 @@
  * The portable verification core in Node: the data-driven cases of
  * cases.ts over real bundles from an in-process server; the noble fallback
  * where WebCrypto is missing; the core's portability; and the CLI shell
- * (`node dist/bin.js verify`) for its exit codes and `--server`.
+ * (`attestd verify`, in-process: test/helpers/cli.ts) for its exit codes and `--server`.
  */
-import { execFile } from "node:child_process"
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { hexToBytes } from "../../src/Domain/Bytes.js"
 import { verifyBundle } from "../../src/Verify/Verifier.js"
-import { BIN, REPO_ROOT, requireDist } from "../helpers/process.js"
+import { cliInProcess } from "../helpers/cli.js"
+import { REPO_ROOT } from "../helpers/process.js"
 import { cases, type Fixtures, runCase, type VerifyFn } from "./cases.js"
 import { type LiveFixtures, makeFixtures } from "./fixtures.js"
 
@@ -103,7 +103,6 @@ describe("portability of the core", () => {
 describe("attestd verify (the CLI shell over the core)", () => {
   let dir: string
   beforeAll(async () => {
-    requireDist()
     dir = mkdtempSync(join(tmpdir(), "attestd-verify-core-"))
     const write = (name: string, v: unknown) => writeFileSync(join(dir, name), typeof v === "string" ? v : JSON.stringify(v))
     write("t1.json", fx.t1)
@@ -127,13 +126,8 @@ describe("attestd verify (the CLI shell over the core)", () => {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  const cli = (args: ReadonlyArray<string>): Promise<{ code: number; stdout: string; stderr: string }> =>
-    new Promise((done) => {
-      execFile(process.execPath, [BIN, "verify", ...args], { cwd: dir, timeout: 120_000, env: { ...process.env, NODE_OPTIONS: "" } }, (error, stdout, stderr) => {
-        const code = error ? (typeof (error as { code?: unknown }).code === "number" ? (error as { code: number }).code : -1) : 0
-        done({ code, stdout: String(stdout), stderr: String(stderr) })
-      })
-    })
+  /** The same command in-process (test/helpers/cli.ts), in the fixtures directory. */
+  const cli = (args: ReadonlyArray<string>) => cliInProcess(["verify", ...args], {}, { cwd: dir })
 
   it("exit 0 verified, 3 partial, 1 failed, 2 unreadable input", async () => {
     const [verified, partial, failed, unreadable, missing] = await Promise.all([

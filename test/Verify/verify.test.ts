@@ -17,6 +17,7 @@ import { loadOrCreateDemoTsa } from "../../src/Platform/Tsa/DemoTsa.js"
 import { parseTimeStampToken } from "../../src/Platform/Tsa/Rfc3161.js"
 import { type Report, verifyBundle, type VerifyOptions } from "../../src/Verify/Verifier.js"
 import { poll } from "../helpers/anchoring.js"
+import { cliInProcess } from "../helpers/cli.js"
 import { BIN, requireDist } from "../helpers/process.js"
 import { client, randomHash, startTestServer, type TestServer } from "../helpers/server.js"
 
@@ -423,17 +424,21 @@ describe("attestd verify", () => {
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
-    const cli = (args: ReadonlyArray<string>): Promise<{ code: number; stdout: string; stderr: string }> =>
+    /** `node dist/bin.js verify ARGS…` in the fixtures directory. */
+    const cliProcess = (args: ReadonlyArray<string>): Promise<{ code: number; stdout: string; stderr: string }> =>
       new Promise((done) => {
         execFile(process.execPath, [BIN, "verify", ...args], { cwd: dir, timeout: 120_000, env: { ...process.env, NODE_OPTIONS: "" } }, (error, stdout, stderr) => {
           const code = error ? (typeof (error as { code?: unknown }).code === "number" ? (error as { code: number }).code : -1) : 0
           done({ code, stdout: String(stdout), stderr: String(stderr) })
         })
       })
+    /** The same command in-process (test/helpers/cli.ts), in the fixtures directory. */
+    const cli = (args: ReadonlyArray<string>) => cliInProcess(["verify", ...args], {}, { cwd: dir })
 
     it("exit 0 for a genuine T2 bundle (every check anchored), 3 without trust inputs, 1 when tampered, 2 for unreadable input", async () => {
       const [good, noHeaders, tampered, wrongFile, missing, notJson] = await Promise.all([
-        cli(["t2.json", "--file", "data.bin", "--ots-headers", "headers.json", "--tsa-ca", "root.pem", "--keys", "keys.json"]),
+        // the command once as a real process (dist/bin.js), every trust input given
+        cliProcess(["t2.json", "--file", "data.bin", "--ots-headers", "headers.json", "--tsa-ca", "root.pem", "--keys", "keys.json"]),
         cli(["t2.json", "--hash", t2Bundle.hash_hex]),
         cli(["tampered.json", "--ots-headers", "headers.json"]),
         cli(["t2.json", "--file", "headers.json"]),

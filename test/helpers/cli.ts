@@ -6,7 +6,8 @@
  * process (test/Cli/cli.test.ts, test/Stamp/stamp.test.ts).
  *
  * Commands report their exit code through process.exitCode (as bin.ts does) and a
- * failed effect means exit 1 (NodeRuntime.runMain), so runs are serialized.
+ * failed effect means exit 1 (NodeRuntime.runMain); a run may change the working
+ * directory (relative paths in arguments and output); so runs are serialized.
  */
 import { NodeContext } from "@effect/platform-node"
 import { Cause, ConfigProvider, Console, Effect, Exit, Logger } from "effect"
@@ -56,16 +57,18 @@ let queue: Promise<unknown> = Promise.resolve()
 
 /**
  * `attestd ARGS…` in this process, seeing only `env` (as the process would see only
- * these variables). Resolves with its exit code and what it printed.
+ * these variables), in `options.cwd` if given. Resolves with its exit code and what it printed.
  */
-export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliRun> => {
+export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}, options: { readonly cwd?: string } = {}): Promise<CliRun> => {
   const run = queue.then(async (): Promise<CliRun> => {
     const out: Array<string> = []
     const err: Array<string> = []
     const unsafe = new NodeConsole({ stdout: sink(out), stderr: sink(err), colorMode: false })
     const before = process.exitCode
+    const cwd = process.cwd()
     process.exitCode = undefined
     try {
+      if (options.cwd !== undefined) process.chdir(options.cwd)
       const exit = await Effect.runPromiseExit(
         cli(["node", "attestd", ...args]).pipe(
           Effect.provide(NodeContext.layer),
@@ -79,6 +82,7 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
       const code = Exit.isFailure(exit) ? 1 : typeof process.exitCode === "number" ? process.exitCode : Number(process.exitCode ?? 0)
       return { code, stdout: out.join(""), stderr: err.join("") }
     } finally {
+      process.chdir(cwd)
       process.exitCode = before
     }
   })

@@ -44,7 +44,7 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
         const publicKey = yield* keys.byKid(a.signingKeyId)
         return {
           id: a.id,
-          hash_hex: a.hashHex as never,
+          hash_hex: a.hashHex,
           level: a.level,
           t0: { ...t0Evidence(a), ...(publicKey ? { publicKey } : {}) },
           ...(t1 ? { t1 } : {}),

@@ -15,7 +15,7 @@ export const AnchoredEvidenceLive = Layer.effect(
         Effect.map(anchors.view(a), (v) =>
           v && v.day.status === "confirmed" && v.calendarTimestamp
             ? {
-              dailyRoot: v.day.root as never,
+              dailyRoot: v.day.root,
               t1ToT2Proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
               bitcoinBlockHeight: v.day.bitcoinHeight!,
               bitcoinBlockHash: null,

@@ -17,7 +17,7 @@ export const SealedEvidenceLive = Layer.effect(
           const proof = yield* sealing.proof(batch, a.leafIndex)
           return {
             batchId: batch.id,
-            merkleRoot: batch.merkleRoot as never,
+            merkleRoot: batch.merkleRoot,
             merkleProof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
             tsaProvider: batch.tsaProvider,
             tsaTimestamp: batch.tsaGenTime,

@@ -19,6 +19,7 @@ import type { KeyObject } from "node:crypto"
 import { accessSync, constants, createReadStream, statSync } from "node:fs"
 import { createInterface } from "node:readline"
 import { isLegacyId, newAttestationId } from "../Domain/AttestationId.js"
+import { base64ToBytes, bytesToBase64 } from "../Domain/Bytes.js"
 import { HASH_HEX_PATTERN } from "../Domain/HashHex.js"
 import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
 import { formatMillis, parseMicros } from "../Domain/Time.js"
@@ -110,7 +111,6 @@ const keyObjectOf = (jwk: PublicJwk): KeyObject | undefined => {
   return key
 }
 
-const base64ToBytes = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, "base64"))
 
 /** Checks one line: its fields, its key and its signature. Touches no store. */
 export const parseImportLine = (text: string, line: number, nowMicros: bigint): ImportRecord | ImportLineError => {
@@ -154,7 +154,7 @@ export const parseImportLine = (text: string, line: number, nowMicros: bigint): 
     line,
     hashHex: hash_hex,
     registeredAt: registered_at,
-    signature: Buffer.from(lowS).toString("base64"),
+    signature: bytesToBase64(lowS),
     formatVersion: format_version,
     jwk,
     legacyId

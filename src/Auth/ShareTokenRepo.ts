@@ -1,7 +1,7 @@
 /** Share tokens, a read-only credential (stored only as SHA-256), and their access log. The ShareTokens feature manages them; Auth resolves them. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Option, Schema } from "effect"
-import { column, DbInt, orDieOnMismatch } from "../Domain/Rows.js"
+import { Effect, flow, Schema } from "effect"
+import { column, DbInt, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 
 /** A `share_tokens` row; attestation_ids is stored as a JSON array of canonical ids. */
 export const ShareTokenRow = Schema.Struct({
@@ -48,8 +48,7 @@ export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/Share
           sql`SELECT s.* FROM share_tokens s JOIN api_keys k ON k.id = s.api_key_id
             WHERE s.token_hash = ${hash} AND k.revoked_at IS NULL`
       }),
-      Effect.map(Option.getOrUndefined),
-      orDieOnMismatch
+      orUndefined
     )
 
     const findOwnedRow = SqlSchema.findOne({
@@ -58,7 +57,7 @@ export class ShareTokenRepo extends Effect.Service<ShareTokenRepo>()("Auth/Share
       execute: ({ apiKeyId, id }) => sql`SELECT * FROM share_tokens WHERE id = ${id} AND api_key_id = ${apiKeyId}`
     })
     const findOwned = (apiKeyId: string, id: string) =>
-      orDieOnMismatch(Effect.map(findOwnedRow({ apiKeyId, id }), Option.getOrUndefined))
+      orUndefined(findOwnedRow({ apiKeyId, id }))
 
     const listOwned = flow(
       SqlSchema.findAll({

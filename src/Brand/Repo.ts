@@ -1,7 +1,7 @@
 /** Brand configurations by slug. */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Option, Schema } from "effect"
-import { orDieOnMismatch } from "../Domain/Rows.js"
+import { Effect, Schema } from "effect"
+import { orUndefined } from "../Domain/Rows.js"
 import { Brand } from "./Domain.js"
 
 /** The configuration is stored as the JSON of the validated Brand. */
@@ -18,7 +18,7 @@ export class BrandRepo extends Effect.Service<BrandRepo>()("Brand/BrandRepo", {
       Result: BrandRow,
       execute: (slug) => sql`SELECT config FROM brands WHERE slug = ${slug}`
     })
-    const get = flow(find, Effect.map(Option.match({ onNone: () => undefined, onSome: (row) => row.config })), orDieOnMismatch)
+    const get = (slug: string) => Effect.map(orUndefined(find(slug)), (row) => row?.config)
     return { put, get }
   })
 }) {}

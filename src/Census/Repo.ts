@@ -4,9 +4,9 @@
  * trip; derived lists keep only HMAC values, never a way back to the hashes.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Option, Schema } from "effect"
+import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
-import { column, CountRow, DbInt, decodeRows, orDieOnMismatch } from "../Domain/Rows.js"
+import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 
 /** A `derived_lists` row. */
 export const DerivedListRow = Schema.Struct({
@@ -134,8 +134,7 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
         Result: DerivedListRow,
         execute: (id) => sql`SELECT * FROM derived_lists WHERE id = ${id}`
       }),
-      Effect.map(Option.getOrUndefined),
-      orDieOnMismatch
+      orUndefined
     )
 
     const listsOfOrg = flow(

@@ -1,23 +1,11 @@
 /** A key's own claim on an attestation: read, conditional update, soft delete. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, flow, Option, Schema } from "effect"
-import type { Claim } from "../Attestations/Domain.js"
+import { Effect, Schema } from "effect"
+import { type Claim, ClaimRow } from "../Attestations/Domain.js"
 import { newEtag } from "../Attestations/Repo.js"
-import { column, DbBool, DbInt, decodeRows, orDieOnMismatch } from "../Domain/Rows.js"
+import { DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
 
-/** A `claims` row as the domain's Claim (extra_data is stored as JSON text on both stores). */
-export const ClaimRow = Schema.Struct({
-  id: DbInt,
-  attestationSeq: column("attestation_seq", DbInt),
-  apiKeyId: column("api_key_id", Schema.String),
-  source: Schema.NullOr(Schema.String),
-  extraData: column("extra_data", Schema.NullOr(Schema.parseJson())),
-  clientEncrypted: column("client_encrypted", DbBool),
-  etag: Schema.String,
-  createdAt: column("created_at", Schema.String),
-  updatedAt: column("updated_at", Schema.String)
-})
 const IdRow = Schema.Struct({ id: DbInt })
 const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })
 
@@ -37,17 +25,14 @@ export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    const findLive = flow(
-      SqlSchema.findOne({
-        Request: ClaimKey,
-        Result: ClaimRow,
-        execute: ({ apiKeyId, seq }) =>
-          sql`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`
-      }),
-      orDieOnMismatch
-    )
+    const findLive = SqlSchema.findOne({
+      Request: ClaimKey,
+      Result: ClaimRow,
+      execute: ({ apiKeyId, seq }) =>
+        sql`SELECT * FROM claims WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`
+    })
     const liveClaim = (apiKeyId: string, seq: number): Effect.Effect<Claim | undefined, SqlError> =>
-      Effect.map(findLive({ apiKeyId, seq }), Option.getOrUndefined)
+      orUndefined(findLive({ apiKeyId, seq }))
 
     /** Applies `patch` only if the stored etag is one of `ifMatch` (when given); a new etag every time. */
     const update = (apiKeyId: string, seq: number, patch: ClaimPatch, ifMatch: ReadonlyArray<string> | undefined, now: string) =>

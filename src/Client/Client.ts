@@ -54,6 +54,7 @@ export class AttestdError extends Error {
 import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import type { Brand } from "effect"
 import type { Api } from "../Api.js"
+import { bytesToHex } from "../Domain/Bytes.js"
 
 // Request and response types come from the server's contract (src/Api.ts; type-only
 // imports, nothing of it is loaded at run time): a contract change breaks this client
@@ -81,7 +82,7 @@ export type AttestationItem = ResponseOf<"attestations", "attest">
 
 const newRequestId = (): string => {
   const b = crypto.getRandomValues(new Uint8Array(16))
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")
+  return bytesToHex(b)
 }
 
 export const parseRetryAfter = (v: string | null, now: number): number | null => {
@@ -245,16 +246,14 @@ export const createClient = (options: ClientOptions) => {
 
 export type AttestdClient = ReturnType<typeof createClient>
 
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")
-
 /** SHA-256 of a string per spec §1.9: UTF-8, no BOM, no newline added, no normalisation. */
 export const hashString = async (s: string): Promise<string> =>
-  hex(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s))))
+  bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s))))
 
 /** HMAC-SHA256(key, value) as hex, for low-entropy values (spec §1.8). */
 export const hmacDigest = async (key: Uint8Array | string, value: Uint8Array | string): Promise<string> => {
   const k = typeof key === "string" ? new TextEncoder().encode(key) : key
   const v = typeof value === "string" ? new TextEncoder().encode(value) : value
   const ck = await crypto.subtle.importKey("raw", k as Uint8Array<ArrayBuffer>, { name: "HMAC", hash: "SHA-256" }, false, ["sign"])
-  return hex(new Uint8Array(await crypto.subtle.sign("HMAC", ck, v as Uint8Array<ArrayBuffer>)))
+  return bytesToHex(new Uint8Array(await crypto.subtle.sign("HMAC", ck, v as Uint8Array<ArrayBuffer>)))
 }

@@ -4,7 +4,7 @@
  */
 import { hmac } from "@noble/hashes/hmac.js"
 import { sha256 } from "@noble/hashes/sha2.js"
-import { bytesToHex, hexToBytes } from "@noble/hashes/utils.js"
+import { bytesToHex, hexToBytes } from "../Domain/Bytes.js"
 
 const ascii = new TextEncoder()
 

@@ -16,6 +16,7 @@
 import { FetchHttpClient, HttpApiClient, HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { Clock, Context, Effect, Either, Layer, Random } from "effect"
 import { Api } from "../Api.js"
+import { bytesToHex } from "../Domain/Bytes.js"
 import { parseRetryAfter, type RetryOptions } from "./Client.js"
 
 const SAFE_POSTS = /^\/v1\/(attest|attest\/batch|verify|verify\/batch|scan|tags\/query|derived-lists\/[^/]+\/match)$/
@@ -31,7 +32,7 @@ const repeatable = (request: HttpClientRequest.HttpClientRequest): boolean => {
 }
 
 const newRequestId = (): string =>
-  Array.from(crypto.getRandomValues(new Uint8Array(16)), (x) => x.toString(16).padStart(2, "0")).join("")
+  bytesToHex(crypto.getRandomValues(new Uint8Array(16)))
 
 /** The retry policy of spec §7 as an `HttpClient` transformation (what the `retry` option configures). */
 export const withRetries = (options: RetryOptions = {}) => (client: HttpClient.HttpClient): HttpClient.HttpClient => {

@@ -4,6 +4,7 @@
  * result as extra_data with client_encrypted: true. Works in Node 20+ and
  * browsers (globalThis.crypto.subtle).
  */
+import { base64ToBytes, bytesToBase64Url } from "../Domain/Bytes.js"
 // Types read off globalThis.crypto (no node:* import, not even type-only): this module runs in browsers.
 type SubtleCrypto = typeof globalThis.crypto.subtle
 type CryptoKey = Awaited<ReturnType<SubtleCrypto["importKey"]>>
@@ -20,17 +21,6 @@ const subtle = (): SubtleCrypto => {
   const s = (globalThis.crypto as typeof globalThis.crypto | undefined)?.subtle
   if (!s) throw new Error("WebCrypto (crypto.subtle) is not available")
   return s
-}
-
-const b64url = (bytes: Uint8Array): string => {
-  let bin = ""
-  for (const b of bytes) bin += String.fromCharCode(b)
-  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")
-}
-
-const fromB64url = (s: string): Uint8Array => {
-  const bin = atob(s.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((s.length + 3) % 4))
-  return Uint8Array.from(bin, (c) => c.charCodeAt(0))
 }
 
 /** A fresh extractable AES-256-GCM key; keep it on the client side. */
@@ -61,7 +51,7 @@ export const encryptExtraData = async (
       plaintext
     )
   )
-  return { alg: "A256GCM", iv: b64url(iv), ciphertext: b64url(ciphertext) }
+  return { alg: "A256GCM", iv: bytesToBase64Url(iv), ciphertext: bytesToBase64Url(ciphertext) }
 }
 
 /** Decrypts a blob made by encryptExtraData; rejects on a wrong key, tampering or wrong associated data. */
@@ -70,11 +60,11 @@ export const decryptExtraData = async (key: CryptoKey, blob: EncryptedBlob, asso
   const plaintext = await subtle().decrypt(
     {
       name: "AES-GCM",
-      iv: fromB64url(blob.iv),
+      iv: base64ToBytes(blob.iv),
       ...(associatedData !== undefined ? { additionalData: new TextEncoder().encode(associatedData) } : {})
     },
     key,
-    fromB64url(blob.ciphertext)
+    base64ToBytes(blob.ciphertext)
   )
   return JSON.parse(new TextDecoder().decode(plaintext))
 }

@@ -1,7 +1,6 @@
 /** Streamed SHA-256 of a Blob or a web ReadableStream (portable; @noble/hashes). */
 import { sha256 } from "@noble/hashes/sha2.js"
-
-const hex = (b: Uint8Array) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("")
+import { bytesToHex } from "../Domain/Bytes.js"
 
 export const hashStream = async (stream: ReadableStream<Uint8Array>): Promise<string> => {
   const h = sha256.create()
@@ -11,7 +10,7 @@ export const hashStream = async (stream: ReadableStream<Uint8Array>): Promise<st
     if (done) break
     h.update(value)
   }
-  return hex(h.digest())
+  return bytesToHex(h.digest())
 }
 
 export const hashBlob = (blob: Blob): Promise<string> => hashStream(blob.stream() as ReadableStream<Uint8Array>)

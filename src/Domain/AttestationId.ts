@@ -6,12 +6,12 @@
  * walked by number (CONTRACT §2, spec §1.8).
  */
 import { Schema } from "effect"
-import { base64UrlEncode } from "./T0.js"
+import { bytesToBase64Url } from "./Bytes.js"
 
 export const ATTESTATION_ID_PATTERN = /^att_[A-Za-z0-9_-]{24}$/
 
 /** WebCrypto randomness (Node 20 and browsers): Domain stays portable. */
-export const newAttestationId = (): string => "att_" + base64UrlEncode(globalThis.crypto.getRandomValues(new Uint8Array(18)))
+export const newAttestationId = (): string => "att_" + bytesToBase64Url(globalThis.crypto.getRandomValues(new Uint8Array(18)))
 
 export type AttestationRef =
   | { readonly _tag: "Id"; readonly id: string }

@@ -36,6 +36,10 @@ export const bytesToBase64 = (bytes: Uint8Array): string => {
   return out
 }
 
+/** Base64URL without padding (RFC 4648 §5; JWK coordinates, ids). */
+export const bytesToBase64Url = (bytes: Uint8Array): string =>
+  bytesToBase64(bytes).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_")
+
 /** Standard or URL alphabet, padding optional; throws on any other character. */
 export const base64ToBytes = (s: string): Uint8Array<ArrayBuffer> => {
   const clean = s.replace(/=+$/, "")

@@ -22,6 +22,7 @@
  */
 import { ripemd160 as nobleRipemd160, sha1 as nobleSha1 } from "@noble/hashes/legacy.js"
 import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
+import { bytesToHex, hexToBytes as strictHexToBytes } from "./Bytes.js"
 
 // ---------------------------------------------------------------------------
 // Types
@@ -149,19 +150,14 @@ export const compareBytes = (a: Uint8Array, b: Uint8Array): number => {
 
 export const bytesEqual = (a: Uint8Array, b: Uint8Array): boolean => a.length === b.length && compareBytes(a, b) === 0
 
-export const bytesToHex = (b: Uint8Array): string => {
-  let s = ""
-  for (let i = 0; i < b.length; i++) s += b[i]!.toString(16).padStart(2, "0")
-  return s
-}
+export { bytesToHex }
 
 export const hexToBytes = (hex: string): Uint8Array => {
-  if (hex.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(hex)) {
+  try {
+    return strictHexToBytes(hex)
+  } catch {
     throw new OtsFormatError(`invalid hex string (${hex.length} chars)`)
   }
-  const out = new Uint8Array(hex.length / 2)
-  for (let i = 0; i < out.length; i++) out[i] = parseInt(hex.slice(i * 2, i * 2 + 2), 16)
-  return out
 }
 
 const concat = (...parts: ReadonlyArray<Uint8Array>): Uint8Array => {

@@ -4,7 +4,7 @@
  * accepts what either store returns, so a repository decodes rows the same way
  * on both.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 
 /** An integer column (or aggregate) as a number, from a number (SQLite) or a decimal string (Postgres). */
 export const DbInt = Schema.Union(Schema.Int, Schema.NumberFromString.pipe(Schema.int()))
@@ -31,3 +31,14 @@ export const decodeRows = <A, I, R>(row: Schema.Schema<A, I, R>) =>
 /** A field decoded from the snake_case column `name`: row schemas decode straight to the domain's camelCase shape. */
 export const column = <S extends Schema.Schema.Any>(name: string, schema: S) =>
   Schema.propertySignature(schema).pipe(Schema.fromKey(name))
+
+/** SqlSchema.findOne's Option as `A | undefined`, a mismatching row as a defect. */
+export const orUndefined = <A, E, R>(self: Effect.Effect<Option.Option<A>, E | ParseResult.ParseError, R>): Effect.Effect<A | undefined, E, R> =>
+  orDieOnMismatch(Effect.map(self, Option.getOrUndefined))
+
+/** A BLOB/BYTEA column as a plain Uint8Array (a copy: never a view into a driver's pooled Buffer). */
+export const DbBytes = Schema.transform(Schema.Uint8ArrayFromSelf, Schema.Uint8ArrayFromSelf, {
+  strict: true,
+  decode: (bytes) => new Uint8Array(bytes),
+  encode: (bytes) => bytes
+})

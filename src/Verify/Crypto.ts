@@ -6,7 +6,6 @@
 import { p256 } from "@noble/curves/nist.js"
 import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
 import { base64ToBytes } from "../Domain/Bytes.js"
-import { P256_HALF_N, P256_N, parseDerSignature } from "../Domain/T0.js"
 
 /** The part of WebCrypto's SubtleCrypto used here (typed structurally: no DOM lib in this project). */
 interface Subtle {
@@ -32,15 +31,6 @@ export const sha256 = async (data: Uint8Array): Promise<Uint8Array> => {
   return s !== undefined ? new Uint8Array(await s.digest("SHA-256", toBuffer(data))) : nobleSha256(data)
 }
 
-const bigIntTo32 = (v: bigint): Uint8Array => {
-  const out = new Uint8Array(32)
-  for (let i = 31; i >= 0; i--) {
-    out[i] = Number(v & 0xffn)
-    v >>= 8n
-  }
-  return out
-}
-
 export type SignatureResult = "valid" | "invalid" | "high-s" | "malformed"
 
 /**
@@ -49,15 +39,14 @@ export type SignatureResult = "valid" | "invalid" | "high-s" | "malformed"
  * (the service signs low-S; accepting both makes signatures malleable).
  */
 export const verifyP256 = async (key: { readonly x: string; readonly y: string }, message: Uint8Array, der: Uint8Array): Promise<SignatureResult> => {
-  let r: bigint
-  let s: bigint
+  let sig: ReturnType<typeof p256.Signature.fromBytes>
   try {
-    ;({ r, s } = parseDerSignature(der))
+    // Strict DER (minimal integers, no trailing bytes) and 0 < r, s < n.
+    sig = p256.Signature.fromBytes(der, "der")
   } catch {
     return "malformed"
   }
-  if (r <= 0n || r >= P256_N || s <= 0n || s >= P256_N) return "malformed"
-  if (s > P256_HALF_N) return "high-s"
+  if (sig.hasHighS()) return "high-s"
   let x: Uint8Array
   let y: Uint8Array
   try {
@@ -67,9 +56,7 @@ export const verifyP256 = async (key: { readonly x: string; readonly y: string }
     return "malformed"
   }
   if (x.length !== 32 || y.length !== 32) return "malformed"
-  const raw = new Uint8Array(64)
-  raw.set(bigIntTo32(r), 0)
-  raw.set(bigIntTo32(s), 32)
+  const raw = sig.toBytes("compact")
   const sb = subtle()
   try {
     if (sb !== undefined) {

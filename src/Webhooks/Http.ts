@@ -1,5 +1,5 @@
 /** Handlers of webhooks. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { requireScope } from "../Auth/Http.js"
@@ -43,13 +43,13 @@ export const WebhooksLive = HttpApiBuilder.group(Api, "webhooks", (handlers) =>
             signingSecret: newSigningSecret()
           }
           yield* Effect.orDie(repo.create(webhook))
-          return HttpServerResponse.unsafeJson({
+          return {
             id: webhook.id,
             url: webhook.url,
             events: webhook.events,
             label: webhook.label,
             signing_secret: webhook.signingSecret
-          }, { status: 201 })
+          }
         }))
       .handle("list", () =>
         Effect.gen(function*() {

@@ -3,69 +3,61 @@
  * idempotent per webhook and event), claiming due deliveries with a lease
  * (FOR UPDATE SKIP LOCKED on Postgres), and recording attempts.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import {
-  CIRCUIT_THRESHOLD,
-  circuitOpenMillis,
-  DELIVERY_HISTORY,
-  KEY_IN_FLIGHT,
-  WEBHOOK_IN_FLIGHT,
-  type WebhookEvent
-} from "./Domain.js"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Option, Schema } from "effect"
+import { AttestationId } from "../Domain/AttestationId.js"
+import { HashHex } from "../Domain/HashHex.js"
+import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
+import { CIRCUIT_THRESHOLD, circuitOpenMillis, DELIVERY_HISTORY, KEY_IN_FLIGHT, WEBHOOK_IN_FLIGHT } from "./Domain.js"
+import { WEBHOOK_EVENTS } from "./Limits.js"
 
-export interface Webhook {
-  readonly id: string
-  readonly apiKeyId: string
-  readonly url: string
-  readonly events: ReadonlyArray<WebhookEvent>
-  readonly label: string | null
-  readonly failureCount: number
-  readonly createdAt: string
-}
+const Event = Schema.Literal(...WEBHOOK_EVENTS)
 
-export interface Delivery {
-  readonly id: number
-  readonly webhookId: string
-  readonly eventType: WebhookEvent
-  readonly attestationSeq: number
-  readonly url: string
-  readonly signingSecret: string
-  readonly body: string | null
-  readonly status: "pending" | "succeeded" | "retrying" | "failed"
-  readonly responseCode: number | null
-  readonly attempts: number
-  readonly createdAt: string
-  readonly lastAttemptAt: string | null
-  readonly nextAttemptAt: string
-}
-
-const toWebhook = (r: any): Webhook => ({
-  id: r.id,
-  apiKeyId: r.api_key_id,
-  url: r.url,
-  events: JSON.parse(r.events),
-  label: r.label,
-  failureCount: Number(r.failure_count),
-  createdAt: r.created_at
+/** A `webhooks` row (events stored as a JSON array). */
+export const WebhookRow = Schema.Struct({
+  id: Schema.String,
+  apiKeyId: column("api_key_id", Schema.String),
+  url: Schema.String,
+  events: Schema.parseJson(Schema.Array(Event)),
+  label: Schema.NullOr(Schema.String),
+  failureCount: column("failure_count", DbInt),
+  createdAt: column("created_at", Schema.String)
 })
+export interface Webhook extends Schema.Schema.Type<typeof WebhookRow> {}
 
-const toDelivery = (r: any): Delivery => ({
-  id: Number(r.id),
-  webhookId: r.webhook_id,
-  eventType: r.event_type,
-  attestationSeq: Number(r.attestation_seq),
-  url: r.url,
-  signingSecret: r.signing_secret,
-  body: r.body,
-  status: r.status,
-  responseCode: r.response_code === null ? null : Number(r.response_code),
-  attempts: Number(r.attempts),
-  createdAt: r.created_at,
-  lastAttemptAt: r.last_attempt_at,
-  nextAttemptAt: r.next_attempt_at
+/** A `webhook_deliveries` row. */
+export const DeliveryRow = Schema.Struct({
+  id: DbInt,
+  webhookId: column("webhook_id", Schema.String),
+  eventType: column("event_type", Event),
+  attestationSeq: column("attestation_seq", DbInt),
+  url: Schema.String,
+  signingSecret: column("signing_secret", Schema.String),
+  body: Schema.NullOr(Schema.String),
+  status: Schema.Literal("pending", "succeeded", "retrying", "failed"),
+  responseCode: column("response_code", Schema.NullOr(DbInt)),
+  attempts: DbInt,
+  createdAt: column("created_at", Schema.String),
+  lastAttemptAt: column("last_attempt_at", Schema.NullOr(Schema.String)),
+  nextAttemptAt: column("next_attempt_at", Schema.String)
 })
+export interface Delivery extends Schema.Schema.Type<typeof DeliveryRow> {}
+
+const IdRow = Schema.Struct({ id: DbInt })
+const FactsRow = Schema.Struct({
+  id: AttestationId,
+  hash_hex: HashHex,
+  tsa_gen_time: Schema.NullOr(Schema.String),
+  t2_block: Schema.NullOr(DbInt),
+  t2_at: Schema.NullOr(Schema.String)
+})
+const CircuitRow = Schema.Struct({
+  consecutiveFailures: column("consecutive_failures", DbInt),
+  opens: column("circuit_opens", DbInt),
+  openUntil: column("circuit_open_until", Schema.NullOr(Schema.String))
+})
+const OwnedKey = Schema.Struct({ apiKeyId: Schema.String, id: Schema.String })
 
 export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/WebhookRepo", {
   effect: Effect.gen(function*() {
@@ -76,23 +68,31 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       sql`INSERT INTO webhooks (id, api_key_id, url, events, label, signing_secret, created_at)
         VALUES (${w.id}, ${w.apiKeyId}, ${w.url}, ${JSON.stringify(w.events)}, ${w.label}, ${w.signingSecret}, ${w.createdAt})`
 
-    const listOwned = (apiKeyId: string) =>
-      Effect.map(
-        sql`SELECT * FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL ORDER BY created_at, id`,
-        (rows) => rows.map(toWebhook)
-      )
+    const listOwned = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: WebhookRow,
+        execute: (apiKeyId) => sql`SELECT * FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL ORDER BY created_at, id`
+      }),
+      orDieOnMismatch
+    )
 
-    const findOwned = (apiKeyId: string, id: string) =>
-      Effect.map(
-        sql`SELECT * FROM webhooks WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL`,
-        (rows) => (rows[0] ? toWebhook(rows[0]) : undefined)
-      )
+    const findOwnedRow = SqlSchema.findOne({
+      Request: OwnedKey,
+      Result: WebhookRow,
+      execute: ({ apiKeyId, id }) => sql`SELECT * FROM webhooks WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL`
+    })
+    const findOwned = (apiKeyId: string, id: string) => orUndefined(findOwnedRow({ apiKeyId, id }))
 
-    const countOwned = (apiKeyId: string) =>
-      Effect.map(
-        sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL`,
-        (rows) => Number(rows[0]?.n ?? 0)
-      )
+    const countOwned = flow(
+      SqlSchema.single({
+        Request: Schema.String,
+        Result: CountRow,
+        execute: (apiKeyId) => sql`SELECT COUNT(*) AS n FROM webhooks WHERE api_key_id = ${apiKeyId} AND deleted_at IS NULL`
+      }),
+      Effect.map((row) => row.n),
+      orDieOnMismatch
+    )
 
     /**
      * Soft-deletes a webhook and cancels its queued deliveries — those never
@@ -111,11 +111,15 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         return true
       }))
 
-    const deliveries = (webhookId: string) =>
-      Effect.map(
-        sql`SELECT * FROM webhook_deliveries WHERE webhook_id = ${webhookId} ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}`,
-        (rows) => rows.map(toDelivery)
-      )
+    const deliveries = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: DeliveryRow,
+        execute: (webhookId) =>
+          sql`SELECT * FROM webhook_deliveries WHERE webhook_id = ${webhookId} ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}`
+      }),
+      orDieOnMismatch
+    )
 
     /**
      * Turns up to `limit` undispatched outbox events into deliveries for every
@@ -124,10 +128,10 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      */
     const fanOut = (limit: number, now: string) =>
       sql.withTransaction(Effect.gen(function*() {
-        const events = yield* sql<{ id: number | string }>`SELECT id FROM outbox WHERE dispatched_at IS NULL
-          ORDER BY id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`
+        const events = yield* decodeRows(IdRow)(sql`SELECT id FROM outbox WHERE dispatched_at IS NULL
+          ORDER BY id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`)
         if (events.length === 0) return 0
-        const ids = events.map((e) => Number(e.id))
+        const ids = events.map((e) => e.id)
         const first = ids[0]!
         const last = ids[ids.length - 1]!
         yield* sql`INSERT INTO webhook_deliveries
@@ -187,32 +191,36 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
           )
           SELECT id FROM ranked WHERE key_busy + rk <= ${sql.unsafe(String(KEY_IN_FLIGHT))}
           ORDER BY key_busy + rk, next_attempt_at, id LIMIT ${limit}`
-        const rows = isPg
-          ? yield* sql`SELECT d.* FROM webhook_deliveries d
+        const rows = yield* decodeRows(DeliveryRow)(
+          isPg
+            ? sql`SELECT d.* FROM webhook_deliveries d
               WHERE d.id IN (${candidates}) AND d.status IN ('pending', 'retrying')
                 AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
               FOR UPDATE SKIP LOCKED`
-          : yield* Effect.flatMap(candidates, (ids) =>
-            ids.length === 0
-              ? Effect.succeed([])
-              : sql`SELECT d.* FROM webhook_deliveries d WHERE ${sql.in("d.id", ids.map((r: any) => Number(r.id)))}`)
-        if (rows.length === 0) return [] as Array<Delivery>
-        const ids = rows.map((r: any) => Number(r.id))
-        yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", ids)}`
-        return rows.map(toDelivery)
+            : Effect.flatMap(decodeRows(IdRow)(candidates), (ids) =>
+              ids.length === 0
+                ? Effect.succeed([])
+                : sql`SELECT d.* FROM webhook_deliveries d WHERE ${sql.in("d.id", ids.map((r) => r.id))}`)
+        )
+        if (rows.length === 0) return rows
+        yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", rows.map((r) => r.id))}`
+        return rows
       }))
 
     /** Freezes the body of a delivery the first time it is sent, so retries send the same bytes. */
     const setBody = (id: number, body: string) =>
       sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`
 
-    const attestationFacts = (seq: number) =>
-      Effect.map(
-        sql<{ id: string; hash_hex: string; tsa_gen_time: string | null; t2_block: number | string | null; t2_at: string | null }>`
-          SELECT a.id, a.hash_hex, b.tsa_gen_time, a.t2_block, a.t2_at FROM attestations a
-          LEFT JOIN batches b ON b.id = a.batch_id WHERE a.seq = ${seq}`,
-        (rows) => rows[0]
-      )
+    const attestationFacts = flow(
+      SqlSchema.findOne({
+        Request: Schema.Number,
+        Result: FactsRow,
+        execute: (seq) =>
+          sql`SELECT a.id, a.hash_hex, b.tsa_gen_time, a.t2_block, a.t2_at FROM attestations a
+            LEFT JOIN batches b ON b.id = a.batch_id WHERE a.seq = ${seq}`
+      }),
+      orUndefined
+    )
 
     /**
      * Records one attempt, and feeds the webhook's circuit: a success closes it;
@@ -242,12 +250,12 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
             WHERE id = ${d.webhookId} AND (consecutive_failures <> 0 OR circuit_open_until IS NOT NULL)`
         } else {
           // the row stays locked (Postgres) until commit, so concurrent failures count one by one
-          const [w] = yield* sql<{ consecutive_failures: number | string; circuit_opens: number | string; circuit_open_until: string | null }>`
+          const [w] = yield* decodeRows(CircuitRow)(sql`
             UPDATE webhooks SET consecutive_failures = consecutive_failures + 1 WHERE id = ${d.webhookId}
-            RETURNING consecutive_failures, circuit_opens, circuit_open_until`
-          let openUntil = w?.circuit_open_until ?? null
-          if (w && Number(w.consecutive_failures) >= CIRCUIT_THRESHOLD && (openUntil === null || openUntil <= outcome.now)) {
-            const opens = Number(w.circuit_opens)
+            RETURNING consecutive_failures, circuit_opens, circuit_open_until`)
+          let openUntil = w?.openUntil ?? null
+          if (w && w.consecutiveFailures >= CIRCUIT_THRESHOLD && (openUntil === null || openUntil <= outcome.now)) {
+            const opens = w.opens
             openUntil = formatMillis(outcome.nowMillis + circuitOpenMillis(opens))
             yield* sql`UPDATE webhooks SET circuit_opens = ${opens + 1}, circuit_open_until = ${openUntil} WHERE id = ${d.webhookId}`
           }
@@ -265,19 +273,14 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       }))
 
     /** The circuit of a webhook (tests and operators). */
-    const circuitOf = (webhookId: string) =>
-      Effect.map(
-        sql<{ consecutive_failures: number | string; circuit_opens: number | string; circuit_open_until: string | null }>`
-          SELECT consecutive_failures, circuit_opens, circuit_open_until FROM webhooks WHERE id = ${webhookId}`,
-        (rows) =>
-          rows[0]
-            ? {
-              consecutiveFailures: Number(rows[0].consecutive_failures),
-              opens: Number(rows[0].circuit_opens),
-              openUntil: rows[0].circuit_open_until
-            }
-            : undefined
-      )
+    const circuitOf = flow(
+      SqlSchema.findOne({
+        Request: Schema.String,
+        Result: CircuitRow,
+        execute: (webhookId) => sql`SELECT consecutive_failures, circuit_opens, circuit_open_until FROM webhooks WHERE id = ${webhookId}`
+      }),
+      orUndefined
+    )
 
     return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt, circuitOf }
   })

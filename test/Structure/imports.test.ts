@@ -1,9 +1,9 @@
 /**
- * The import graph keeps its shape: the folders of src/ never depend on each
- * other in a circle, and
- * the code that runs in a browser (src/Verify, src/Domain, src/Client, web/)
- * reaches no node:* module and no Buffer, through any chain of imports.
- * Reads the sources as text (TypeScript's preProcessFile): nothing is run.
+ * The import graph keeps its shape. No files import each other in a circle.
+ * Circles between folders of src/: the ones listed below (today's) may only go
+ * away, and no new one may appear. Browser code (src/Verify, src/Domain,
+ * src/Client, web/) reaches no node:* module and no Buffer through any chain of
+ * runtime imports. Reads the sources with TypeScript's parser: nothing is run.
  */
 import { readdirSync, readFileSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
@@ -186,18 +186,14 @@ const sources = readSources()
 const edges = sources.flatMap((f) => importsOf(f).filter((i) => i.local).map((i) => ({ from: f.path, to: i.target })))
 
 /**
- * The folder pairs that lie on a circle today, with the file imports that tie
- * them. The list may only shrink: a new pair fails, and so does a pair that no
- * longer lies on a circle (remove it here once its imports are gone).
+ * The folder pairs (`A -> B`: a file of A imports one of B) that lie on a
+ * circle of folders today, all in one circle through Http, Auth and the
+ * features. The list may only shrink: a new pair fails (with the file imports
+ * that tie it), and so does a pair no longer on a circle (remove it here).
  */
 const KNOWN_FOLDER_CIRCLES: ReadonlyArray<string> = [
-  "src/Anchoring -> src/Attestations",
-  "src/Anchoring -> src/Http",
-  "src/Anchoring -> src/Sealing",
-  "src/Attestations -> src/Anchoring",
   "src/Attestations -> src/Auth",
   "src/Attestations -> src/Http",
-  "src/Attestations -> src/Sealing",
   "src/Auth -> src/Http",
   "src/Census -> src/Auth",
   "src/Census -> src/Http",
@@ -208,8 +204,6 @@ const KNOWN_FOLDER_CIRCLES: ReadonlyArray<string> = [
   "src/Http -> src/Attestations",
   "src/Http -> src/Auth",
   "src/Http -> src/Census",
-  "src/Sealing -> src/Attestations",
-  "src/Sealing -> src/Http",
   "src/Tags -> src/Attestations",
   "src/Tags -> src/Auth",
   "src/Tags -> src/Claims",

@@ -7,7 +7,8 @@
  */
 import { blockHash, headerBytes, mineHeader, parseHeader } from "../../src/Domain/BitcoinHeader.js"
 import { base64ToBytes, bytesToBase64, bytesToHex, hexToBytes } from "../../src/Domain/Bytes.js"
-import { encodeDerSignature, jwkThumbprint, normalizeLowS, P256_N, parseDerSignature, t0Payload } from "../../src/Domain/T0.js"
+import { jwkThumbprint, normalizeLowS, t0Payload } from "../../src/Domain/T0.js"
+import { p256 } from "@noble/curves/nist.js"
 import { formatMicros, parseMicros } from "../../src/Domain/Time.js"
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -109,9 +110,7 @@ const forge = async (fx: Fixtures): Promise<Bundle> => {
   const registeredAt = "2001-01-01T00:00:00.000000+00:00"
   const payload = new TextEncoder().encode(t0Payload(fx.t0.hash_hex, registeredAt))
   const raw = new Uint8Array(await subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey as never, payload))
-  const r = BigInt("0x" + bytesToHex(raw.subarray(0, 32)))
-  const s = BigInt("0x" + bytesToHex(raw.subarray(32)))
-  const der = normalizeLowS(encodeDerSignature(r, s))
+  const der = normalizeLowS(p256.Signature.fromBytes(raw, "compact").toBytes("der"))
   const kid = jwkThumbprint(jwk.x, jwk.y)
   const b = clone(fx.t0)
   b.t0 = {
@@ -126,8 +125,8 @@ const forge = async (fx: Fixtures): Promise<Bundle> => {
 
 /** The same signature with s replaced by n − s: valid ECDSA math, but high-S (malleated). */
 const highS = (signatureB64: string): string => {
-  const { r, s } = parseDerSignature(base64ToBytes(signatureB64))
-  return bytesToBase64(encodeDerSignature(r, P256_N - s))
+  const sig = p256.Signature.fromBytes(base64ToBytes(signatureB64), "der")
+  return bytesToBase64(new p256.Signature(sig.r, p256.Point.Fn.ORDER - sig.s).toBytes("der"))
 }
 
 // ---------------------------------------------------------------------------

@@ -50,7 +50,7 @@ export const ProofsLive = HttpApiBuilder.group(Api, "proofs", (handlers) =>
           return {
             id: a.id,
             batch_id: batch.id,
-            leaf: a.hashHex as never,
+            leaf: a.hashHex,
             merkle_root: batch.merkleRoot,
             merkle_proof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
             tree_version: 2 as const

@@ -51,6 +51,8 @@ import type { SqlClient } from "@effect/sql"
 import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
+import { SealedEvidenceLive } from "./Sealing/Evidence.js"
+import { AnchoredEvidenceLive } from "./Anchoring/Evidence.js"
 import { readFileSync } from "node:fs"
 import { parseTrustAnchors } from "./Platform/Tsa/Rfc3161.js"
 import { Option } from "effect"
@@ -128,6 +130,8 @@ export const ServicesLive = (config: AppConfigShape) =>
     Signer.Default,
     HealthChecks.Default
   ).pipe(
+    // the tiers of an evidence bundle, from the features that reach them
+    Layer.provideMerge(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive)),
     Layer.provideMerge(Layer.mergeAll(
       TsaLive(config),
       CalendarLive(config),

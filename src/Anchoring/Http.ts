@@ -30,7 +30,7 @@ export const AnchorsLive = HttpApiBuilder.group(Api, "anchors", (handlers) =>
           return {
             id: a.id,
             status: v.day.status,
-            daily_root: v.day.root as never,
+            daily_root: v.day.root,
             t1_to_t2_proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
             calendars: v.submissions.map((s) => ({
               url: s.calendarUrl,

@@ -3,102 +3,75 @@
  * (upgraded) OpenTimestamps timestamp, and the transaction that moves a
  * confirmed day to T2 with its t2_complete outbox events.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { HashHex } from "../Domain/HashHex.js"
+import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 import type { MerkleTree } from "../Sealing/MerkleBuilder.js"
 
-export type SubmissionStatus = "unsubmitted" | "pending" | "confirmed"
 
-export interface DailyRoot {
-  readonly id: number
-  readonly windowEnd: string
-  readonly root: string
-  /** The sorted batch roots (the tree's leaves). */
-  readonly leaves: ReadonlyArray<string>
-  readonly batchCount: number
-  readonly createdAt: string
-  readonly status: "pending" | "confirmed"
-  readonly bitcoinHeight: number | null
-  readonly bitcoinMerkleRoot: string | null
-  /** The 80-byte header of the anchoring block (lowercase hex), checked against the header sources. */
-  readonly bitcoinHeader: string | null
-  readonly confirmedAt: string | null
-}
-
-export interface Submission {
-  readonly dailyRootId: number
-  readonly calendarUrl: string
-  readonly status: SubmissionStatus
-  readonly timestamp: Uint8Array | null
-  readonly attempts: number
-  readonly lastError: string | null
-  readonly submittedAt: string | null
-}
-
-interface DailyRootRow {
-  readonly id: number | string
-  readonly window_end: string
-  readonly root: string
-  readonly leaves: Uint8Array
-  readonly batch_count: number | string
-  readonly created_at: string
-  readonly status: string
-  readonly bitcoin_height: number | string | null
-  readonly bitcoin_merkle_root: string | null
-  readonly bitcoin_header: string | null
-  readonly confirmed_at: string | null
-}
-
-interface SubmissionRow {
-  readonly daily_root_id: number | string
-  readonly calendar_url: string
-  readonly status: string
-  readonly timestamp: Uint8Array | null
-  readonly attempts: number | string
-  readonly last_error: string | null
-  readonly submitted_at: string | null
-}
-
-const toDailyRoot = (r: DailyRootRow): DailyRoot => {
-  const buf = Buffer.from(r.leaves)
-  const leaves: Array<string> = []
-  for (let i = 0; i < buf.length; i += 32) leaves.push(buf.subarray(i, i + 32).toString("hex"))
-  return {
-    id: Number(r.id),
-    windowEnd: r.window_end,
-    root: r.root,
-    leaves,
-    batchCount: Number(r.batch_count),
-    createdAt: r.created_at,
-    status: r.status === "confirmed" ? "confirmed" : "pending",
-    bitcoinHeight: r.bitcoin_height === null ? null : Number(r.bitcoin_height),
-    bitcoinMerkleRoot: r.bitcoin_merkle_root,
-    bitcoinHeader: r.bitcoin_header ?? null,
-    confirmedAt: r.confirmed_at
-  }
-}
-
-const toSubmission = (r: SubmissionRow): Submission => ({
-  dailyRootId: Number(r.daily_root_id),
-  calendarUrl: r.calendar_url,
-  status: r.status as SubmissionStatus,
-  timestamp: r.timestamp === null ? null : new Uint8Array(r.timestamp),
-  attempts: Number(r.attempts),
-  lastError: r.last_error,
-  submittedAt: r.submitted_at
+/** The stored leaves blob (32-byte batch roots, concatenated) as the sorted hex batch roots. */
+const LeavesBlob = Schema.transform(Schema.Uint8ArrayFromSelf, Schema.Array(HashHex), {
+  strict: true,
+  decode: (bytes) => {
+    const buf = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+    const leaves: Array<string> = []
+    for (let i = 0; i < buf.length; i += 32) leaves.push(buf.subarray(i, i + 32).toString("hex"))
+    return leaves
+  },
+  encode: (leaves) => new Uint8Array(Buffer.concat(leaves.map((l) => Buffer.from(l, "hex"))))
 })
+
+/** A `daily_roots` row. */
+export const DailyRootRow = Schema.Struct({
+  id: DbInt,
+  windowEnd: column("window_end", Schema.String),
+  root: HashHex,
+  /** The sorted batch roots (the tree's leaves). */
+  leaves: LeavesBlob,
+  batchCount: column("batch_count", DbInt),
+  createdAt: column("created_at", Schema.String),
+  status: Schema.Literal("pending", "confirmed"),
+  bitcoinHeight: column("bitcoin_height", Schema.NullOr(DbInt)),
+  bitcoinMerkleRoot: column("bitcoin_merkle_root", Schema.NullOr(Schema.String)),
+  /** The 80-byte header of the anchoring block (lowercase hex), checked against the header sources. */
+  bitcoinHeader: column("bitcoin_header", Schema.NullOr(Schema.String)),
+  confirmedAt: column("confirmed_at", Schema.NullOr(Schema.String))
+})
+export interface DailyRoot extends Schema.Schema.Type<typeof DailyRootRow> {}
+
+export const SubmissionStatus = Schema.Literal("unsubmitted", "pending", "confirmed")
+export type SubmissionStatus = typeof SubmissionStatus.Type
+
+/** A `calendar_submissions` row. */
+export const SubmissionRow = Schema.Struct({
+  dailyRootId: column("daily_root_id", DbInt),
+  calendarUrl: column("calendar_url", Schema.String),
+  status: SubmissionStatus,
+  timestamp: Schema.NullOr(DbBytes),
+  attempts: DbInt,
+  lastError: column("last_error", Schema.NullOr(Schema.String)),
+  submittedAt: column("submitted_at", Schema.NullOr(Schema.String))
+})
+export interface Submission extends Schema.Schema.Type<typeof SubmissionRow> {}
+
+const BatchRootRow = Schema.Struct({ id: DbInt, merkleRoot: column("merkle_root", HashHex) })
+const IdRow = Schema.Struct({ id: DbInt })
 
 export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/AnchoringRepo", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    const unanchoredBatches = (windowEnd: string) =>
-      Effect.map(
-        sql<{ id: number | string; merkle_root: string }>`SELECT id, merkle_root FROM batches
-          WHERE daily_root_id IS NULL AND window_end <= ${windowEnd} ORDER BY id`,
-        (rows) => rows.map((r) => ({ id: Number(r.id), merkleRoot: r.merkle_root }))
-      )
+    const unanchoredBatches = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: BatchRootRow,
+        execute: (windowEnd) => sql`SELECT id, merkle_root FROM batches
+          WHERE daily_root_id IS NULL AND window_end <= ${windowEnd} ORDER BY id`
+      }),
+      orDieOnMismatch
+    )
 
     /** Creates the day's root, links its batches, and queues one submission per calendar, atomically. */
     const createDailyRoot = (input: {
@@ -109,25 +82,25 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
       readonly now: string
     }) =>
       sql.withTransaction(Effect.gen(function*() {
-        const [row] = yield* sql<{ id: number | string }>`INSERT INTO daily_roots
+        const [row] = yield* decodeRows(IdRow)(sql`INSERT INTO daily_roots
           (window_end, root, leaves, batch_count, created_at)
           VALUES (${input.windowEnd}, ${input.tree.rootHex}, ${Buffer.from(input.tree.levels[0]!)},
             ${input.batches.length}, ${input.now})
-          RETURNING id`
-        const id = Number(row!.id)
+          RETURNING id`)
+        const id = row!.id
         const pairs = JSON.stringify(input.batches.map((b) => [b.id, input.tree.leafIndex(b.merkleRoot)]))
         const linked = yield* (isPg
-          ? sql<{ n: number | string }>`WITH u AS (
+          ? decodeRows(CountRow)(sql`WITH u AS (
               UPDATE batches b SET daily_root_id = ${id}, daily_leaf_index = v.idx
               FROM (SELECT (e->>0)::bigint AS bid, (e->>1)::int AS idx FROM jsonb_array_elements(${pairs}::jsonb) e) v
               WHERE b.id = v.bid AND b.daily_root_id IS NULL
               RETURNING 1)
-            SELECT COUNT(*) AS n FROM u`
-          : sql<{ n: number | string }>`UPDATE batches SET daily_root_id = ${id}, daily_leaf_index = j.value ->> '$[1]'
+            SELECT COUNT(*) AS n FROM u`)
+          : sql`UPDATE batches SET daily_root_id = ${id}, daily_leaf_index = j.value ->> '$[1]'
               FROM json_each(${pairs}) j
               WHERE batches.id = j.value ->> '$[0]' AND batches.daily_root_id IS NULL
               RETURNING 1 AS n`.pipe(Effect.map((r) => [{ n: r.length }])))
-        if (Number(linked[0]?.n ?? 0) !== input.batches.length) {
+        if ((linked[0]?.n ?? 0) !== input.batches.length) {
           return yield* Effect.die(new Error("some batches of this day were anchored elsewhere"))
         }
         for (const url of input.calendars) {
@@ -137,20 +110,22 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
         return id
       }))
 
-    const openRoots = Effect.map(
-      sql<DailyRootRow>`SELECT * FROM daily_roots WHERE status <> 'confirmed' ORDER BY id`,
-      (rows) => rows.map(toDailyRoot)
+    const openRoots = decodeRows(DailyRootRow)(sql`SELECT * FROM daily_roots WHERE status <> 'confirmed' ORDER BY id`)
+
+    const dailyRootById = flow(
+      SqlSchema.findOne({ Request: Schema.Number, Result: DailyRootRow, execute: (id) => sql`SELECT * FROM daily_roots WHERE id = ${id}` }),
+      orUndefined
     )
 
-    const dailyRootById = (id: number) =>
-      Effect.map(sql<DailyRootRow>`SELECT * FROM daily_roots WHERE id = ${id}`, (rows) =>
-        rows[0] ? toDailyRoot(rows[0]) : undefined)
-
-    const submissions = (dailyRootId: number) =>
-      Effect.map(
-        sql<SubmissionRow>`SELECT * FROM calendar_submissions WHERE daily_root_id = ${dailyRootId} ORDER BY calendar_url`,
-        (rows) => rows.map(toSubmission)
-      )
+    const submissions = flow(
+      SqlSchema.findAll({
+        Request: Schema.Number,
+        Result: SubmissionRow,
+        execute: (dailyRootId) =>
+          sql`SELECT * FROM calendar_submissions WHERE daily_root_id = ${dailyRootId} ORDER BY calendar_url`
+      }),
+      orDieOnMismatch
+    )
 
     const recordSubmitted = (dailyRootId: number, url: string, timestamp: Uint8Array, now: string) =>
       sql`UPDATE calendar_submissions SET status = 'pending', timestamp = ${Buffer.from(timestamp)},
@@ -184,10 +159,7 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
         return 1
       }))
 
-    const counts = Effect.map(
-      sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM daily_roots`,
-      (rows) => ({ daily_roots: Number(rows[0]?.n ?? 0) })
-    )
+    const counts = Effect.map(decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM daily_roots`), (rows) => ({ daily_roots: rows[0]?.n ?? 0 }))
 
     return {
       unanchoredBatches,

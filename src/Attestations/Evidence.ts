@@ -1,13 +1,13 @@
 /**
  * Evidence bundles (spec 2.7): t0 from the attestation itself, t1 from its
- * sealed batch (camelCase inside, snake_case at the top).
+ * sealed batch, t2 from its anchored day (camelCase inside, snake_case at the top).
+ * Sealing and Anchoring build on Attestations, so they plug their tiers in
+ * here (SealedEvidence, AnchoredEvidence) instead of being imported.
  */
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import { T0_ALGORITHM } from "../Domain/T0.js"
-import { SealingRepo } from "../Sealing/Repo.js"
-import { AnchorProofs } from "../Anchoring/Proofs.js"
-import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SigningKeys } from "../Platform/SigningKeys.js"
+import type { EvidenceT1, EvidenceT2 } from "./Api.js"
 import { type Attestation, legacyOf } from "./Domain.js"
 
 export const t0Evidence = (a: Attestation) => ({
@@ -18,51 +18,33 @@ export const t0Evidence = (a: Attestation) => ({
   formatVersion: a.formatVersion
 })
 
+/** An attestation's T1 evidence (its batch, Merkle proof and TSA token), once sealed. */
+export class SealedEvidence extends Context.Tag("Attestations/SealedEvidence")<SealedEvidence, {
+  readonly t1: (a: Attestation) => Effect.Effect<typeof EvidenceT1.Type | undefined>
+}>() {}
+
+/** An attestation's T2 evidence (its daily root, Bitcoin block and .ots proof), once confirmed. */
+export class AnchoredEvidence extends Context.Tag("Attestations/AnchoredEvidence")<AnchoredEvidence, {
+  readonly t2: (a: Attestation) => Effect.Effect<typeof EvidenceT2.Type | undefined>
+  /** whether a calendar has answered for the attestation's daily root (an .ots file can be served) */
+  readonly otsAvailable: (a: Attestation) => Effect.Effect<boolean>
+}>() {}
+
 export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence", {
   effect: Effect.gen(function*() {
-    const sealing = yield* SealingRepo
-    const anchors = yield* AnchorProofs
-    const calendar = yield* OtsCalendar
+    const sealed = yield* SealedEvidence
+    const anchored = yield* AnchoredEvidence
     const keys = yield* SigningKeys
-
-    const t1Evidence = (a: Attestation) =>
-      Effect.gen(function*() {
-        if (a.batchId === null || a.leafIndex === null) return undefined
-        const batch = yield* sealing.batchById(a.batchId)
-        if (!batch) return undefined
-        const proof = yield* sealing.proof(batch, a.leafIndex)
-        return {
-          batchId: batch.id,
-          merkleRoot: batch.merkleRoot as never,
-          merkleProof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
-          tsaProvider: batch.tsaProvider,
-          tsaTimestamp: batch.tsaGenTime,
-          tsaToken: Buffer.from(batch.tsaToken).toString("base64")
-        }
-      })
 
     const bundle = (a: Attestation) =>
       Effect.gen(function*() {
-        const t1 = yield* Effect.orDie(t1Evidence(a))
-        const v = a.level === "T2" ? yield* anchors.view(a) : undefined
-        const t2 = v && v.day.status === "confirmed" && v.calendarTimestamp
-          ? {
-            dailyRoot: v.day.root as never,
-            t1ToT2Proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
-            bitcoinBlockHeight: v.day.bitcoinHeight!,
-            bitcoinBlockHash: null,
-            bitcoinTxid: null,
-            ...(v.day.bitcoinHeader !== null ? { bitcoinBlockHeader: v.day.bitcoinHeader } : {}),
-            confirmedAt: v.day.confirmedAt!,
-            otsProof: Buffer.from(anchors.otsFile(a, v)).toString("base64"),
-            ...(calendar.simulated ? { simulated: true } : {})
-          }
-          : undefined
+        const t1 = yield* sealed.t1(a)
+        const t2 = a.level === "T2" ? yield* anchored.t2(a) : undefined
         // The key itself rides along so the bundle verifies offline; compare its kid with GET /v1/keys.
         const publicKey = yield* keys.byKid(a.signingKeyId)
         return {
           id: a.id,
-          hash_hex: a.hashHex as never,
+          hash_hex: a.hashHex,
           level: a.level,
           t0: { ...t0Evidence(a), ...(publicKey ? { publicKey } : {}) },
           ...(t1 ? { t1 } : {}),
@@ -73,9 +55,8 @@ export class Evidence extends Effect.Service<Evidence>()("Attestations/Evidence"
 
     return {
       bundle,
-      otsAvailable: (a: Attestation) =>
-        a.level === "T0" ? Effect.succeed(false) : Effect.map(anchors.view(a), (v) => v?.calendarTimestamp !== undefined)
+      otsAvailable: (a: Attestation) => (a.level === "T0" ? Effect.succeed(false) : anchored.otsAvailable(a))
     }
   }),
-  dependencies: [SealingRepo.Default, AnchorProofs.Default, SigningKeys.Default]
+  dependencies: [SigningKeys.Default]
 }) {}

@@ -1,39 +1,26 @@
 /** API key storage: create, find by hash, list, revoke. */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Schema } from "effect"
+import { column, DbInt, decodeRows } from "../Domain/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
-import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, type Scope } from "./Domain.js"
+import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
 import { KEYS_CHANNEL, KeyCacheRef } from "./KeyCache.js"
 
-interface Row {
-  readonly id: string
-  readonly key_hash: string
-  readonly label: string
-  readonly scopes: string | null
-  readonly org_id: string | null
-  readonly env: string | null
-  readonly allow_ips: string | null
-  readonly rate_limit: number | string | null
-  readonly monthly_quota: number | string | null
-  readonly created_at: string
-  readonly revoked_at: string | null
-}
-
-const num = (v: number | string | null): number | null => (v === null ? null : Number(v))
-
-const toApiKey = (r: Row): ApiKey => ({
-  id: r.id,
-  keyHash: r.key_hash,
-  label: r.label,
-  scopes: r.scopes === null ? null : (JSON.parse(r.scopes) as Array<Scope>),
-  orgId: r.org_id,
-  env: r.env === "test" || r.env === "production" ? r.env : null,
-  allowIps: r.allow_ips === null ? null : (JSON.parse(r.allow_ips) as Array<string>),
-  rateLimit: num(r.rate_limit),
-  monthlyQuota: num(r.monthly_quota),
-  createdAt: r.created_at,
-  revokedAt: r.revoked_at
+/** An `api_keys` row as the domain's ApiKey (scopes and allow_ips are JSON text; Postgres BIGINT comes as strings). */
+const ApiKeyRow = Schema.Struct({
+  id: Schema.String,
+  keyHash: column("key_hash", Schema.String),
+  label: Schema.String,
+  scopes: Schema.NullOr(Schema.parseJson(Schema.Array(Scope))),
+  orgId: column("org_id", Schema.NullOr(Schema.String)),
+  env: Schema.NullOr(Schema.Literal("test", "production")),
+  allowIps: column("allow_ips", Schema.NullOr(Schema.parseJson(Schema.Array(Schema.String)))),
+  rateLimit: column("rate_limit", Schema.NullOr(DbInt)),
+  monthlyQuota: column("monthly_quota", Schema.NullOr(DbInt)),
+  createdAt: column("created_at", Schema.String),
+  revokedAt: column("revoked_at", Schema.NullOr(Schema.String))
 })
+const keyRows = decodeRows(ApiKeyRow)
 
 export interface NewKey {
   readonly label: string
@@ -69,14 +56,14 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
         const cached = cache.get(keyHash)
         if (cached !== undefined) return Effect.succeed<ApiKey | undefined>(cached)
         const generation = cache.generation()
-        return Effect.map(sql<Row>`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`, (rows) => {
-          const key = rows[0] ? toApiKey(rows[0]) : undefined
+        return Effect.map(keyRows(sql`SELECT * FROM api_keys WHERE key_hash = ${keyHash}`), (rows) => {
+          const key = rows[0]
           if (key !== undefined) cache.set(keyHash, key, generation)
           return key
         })
       })
 
-    const list = Effect.map(sql<Row>`SELECT * FROM api_keys ORDER BY created_at, id`, (rows) => rows.map(toApiKey))
+    const list = keyRows(sql`SELECT * FROM api_keys ORDER BY created_at, id`)
 
     const revoke = (id: string) =>
       Effect.gen(function*() {

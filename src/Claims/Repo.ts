@@ -2,22 +2,10 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
-import type { Claim } from "../Attestations/Domain.js"
+import { type Claim, ClaimRow } from "../Attestations/Domain.js"
 import { newEtag } from "../Attestations/Repo.js"
-import { column, DbBool, DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
+import { DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
 
-/** A `claims` row as the domain's Claim (extra_data is stored as JSON text on both stores). */
-export const ClaimRow = Schema.Struct({
-  id: DbInt,
-  attestationSeq: column("attestation_seq", DbInt),
-  apiKeyId: column("api_key_id", Schema.String),
-  source: Schema.NullOr(Schema.String),
-  extraData: column("extra_data", Schema.NullOr(Schema.parseJson())),
-  clientEncrypted: column("client_encrypted", DbBool),
-  etag: Schema.String,
-  createdAt: column("created_at", Schema.String),
-  updatedAt: column("updated_at", Schema.String)
-})
 const IdRow = Schema.Struct({ id: DbInt })
 const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })
 

@@ -35,3 +35,10 @@ export const column = <S extends Schema.Schema.Any>(name: string, schema: S) =>
 /** SqlSchema.findOne's Option as `A | undefined`, a mismatching row as a defect. */
 export const orUndefined = <A, E, R>(self: Effect.Effect<Option.Option<A>, E | ParseResult.ParseError, R>): Effect.Effect<A | undefined, E, R> =>
   orDieOnMismatch(Effect.map(self, Option.getOrUndefined))
+
+/** A BLOB/BYTEA column as a plain Uint8Array (a copy: never a view into a driver's pooled Buffer). */
+export const DbBytes = Schema.transform(Schema.Uint8ArrayFromSelf, Schema.Uint8ArrayFromSelf, {
+  strict: true,
+  decode: (bytes) => new Uint8Array(bytes),
+  encode: (bytes) => bytes
+})

@@ -30,7 +30,7 @@ export const ProofsLive = HttpApiBuilder.group(Api, "proofs", (handlers) =>
           return {
             id: a.id,
             batch_id: batch.id,
-            merkle_root: batch.merkleRoot as never,
+            merkle_root: batch.merkleRoot,
             tsa_provider: batch.tsaProvider,
             tsa_timestamp: batch.tsaGenTime,
             tsa_token: Buffer.from(batch.tsaToken).toString("base64")
@@ -50,8 +50,8 @@ export const ProofsLive = HttpApiBuilder.group(Api, "proofs", (handlers) =>
           return {
             id: a.id,
             batch_id: batch.id,
-            leaf: a.hashHex as never,
-            merkle_root: batch.merkleRoot as never,
+            leaf: a.hashHex,
+            merkle_root: batch.merkleRoot,
             merkle_proof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
             tree_version: 2 as const
           }

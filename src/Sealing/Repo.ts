@@ -3,51 +3,34 @@
  * chunks of 1024 nodes, so a proof needs one small row per level), and the
  * per-attestation t1_complete events of the outbox.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, flow, Schema } from "effect"
+import { HashHex } from "../Domain/HashHex.js"
+import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
 import type { MerkleTree } from "./MerkleBuilder.js"
 import { siblingPath, type ProofStep } from "./MerkleBuilder.js"
 
 export const CHUNK_NODES = 1024
 
-export interface Batch {
-  readonly id: number
-  readonly windowEnd: string
-  readonly merkleRoot: string
-  readonly leafCount: number
-  readonly tsaToken: Uint8Array
-  readonly tsaProvider: string
-  readonly tsaGenTime: string
-  readonly sealedAt: string
-  readonly dailyRootId: number | null
-  readonly dailyLeafIndex: number | null
-}
-
-interface BatchRow {
-  readonly id: number | string
-  readonly window_end: string
-  readonly merkle_root: string
-  readonly leaf_count: number | string
-  readonly tsa_token: Uint8Array
-  readonly tsa_provider: string
-  readonly tsa_gen_time: string
-  readonly sealed_at: string
-  readonly daily_root_id: number | string | null
-  readonly daily_leaf_index: number | string | null
-}
-
-export const toBatch = (r: BatchRow): Batch => ({
-  id: Number(r.id),
-  windowEnd: r.window_end,
-  merkleRoot: r.merkle_root,
-  leafCount: Number(r.leaf_count),
-  tsaToken: new Uint8Array(r.tsa_token),
-  tsaProvider: r.tsa_provider,
-  tsaGenTime: r.tsa_gen_time,
-  sealedAt: r.sealed_at,
-  dailyRootId: r.daily_root_id === null ? null : Number(r.daily_root_id),
-  dailyLeafIndex: r.daily_leaf_index === null ? null : Number(r.daily_leaf_index)
+/** A `batches` row. */
+export const BatchRow = Schema.Struct({
+  id: DbInt,
+  windowEnd: column("window_end", Schema.String),
+  merkleRoot: column("merkle_root", HashHex),
+  leafCount: column("leaf_count", DbInt),
+  tsaToken: column("tsa_token", DbBytes),
+  tsaProvider: column("tsa_provider", Schema.String),
+  tsaGenTime: column("tsa_gen_time", Schema.String),
+  sealedAt: column("sealed_at", Schema.String),
+  dailyRootId: column("daily_root_id", Schema.NullOr(DbInt)),
+  dailyLeafIndex: column("daily_leaf_index", Schema.NullOr(DbInt))
 })
+export interface Batch extends Schema.Schema.Type<typeof BatchRow> {}
+
+const PendingRow = Schema.Struct({ seq: DbInt, hashHex: column("hash_hex", HashHex) })
+const IdRow = Schema.Struct({ id: DbInt })
+const ChunkRow = Schema.Struct({ level: DbInt, chunk: DbInt, nodes: Schema.Uint8ArrayFromSelf })
 
 export interface PendingLeaf {
   readonly seq: number
@@ -87,12 +70,15 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     /** Every attestation still at T0 registered before `windowEnd`. */
-    const pending = (windowEnd: string) =>
-      Effect.map(
-        sql<{ seq: number | string; hash_hex: string }>`SELECT seq, hash_hex FROM attestations
-          WHERE level = 'T0' AND registered_at < ${windowEnd} ORDER BY seq`,
-        (rows) => rows.map((r): PendingLeaf => ({ seq: Number(r.seq), hashHex: r.hash_hex }))
-      )
+    const pending: (windowEnd: string) => Effect.Effect<ReadonlyArray<PendingLeaf>, SqlError> = flow(
+      SqlSchema.findAll({
+        Request: Schema.String,
+        Result: PendingRow,
+        execute: (windowEnd) => sql`SELECT seq, hash_hex FROM attestations
+          WHERE level = 'T0' AND registered_at < ${windowEnd} ORDER BY seq`
+      }),
+      orDieOnMismatch
+    )
 
     /**
      * Writes batch, nodes, T1 state and outbox events in one transaction. If any
@@ -100,30 +86,30 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
      */
     const recordSeal = (rec: SealRecord) =>
       sql.withTransaction(Effect.gen(function*() {
-        const [batch] = yield* sql<{ id: number | string }>`INSERT INTO batches
+        const [batch] = yield* decodeRows(IdRow)(sql`INSERT INTO batches
           (window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at)
           VALUES (${rec.windowEnd}, ${rec.tree.rootHex}, ${rec.tree.leafCount}, ${Buffer.from(rec.tsaToken)},
             ${rec.tsaProvider}, ${rec.tsaGenTime}, ${rec.sealedAt})
-          RETURNING id`
-        const batchId = Number(batch!.id)
+          RETURNING id`)
+        const batchId = batch!.id
         const rows = chunkRows(batchId, rec.tree)
         for (let i = 0; i < rows.length; i += 200) {
           yield* sql`INSERT INTO merkle_chunks ${sql.insert(rows.slice(i, i + 200))}`
         }
         const pairs = rec.leaves.map((leaf) => [leaf.seq, rec.tree.leafIndex(leaf.hashHex)])
         const updated = yield* (isPg
-          ? sql<{ n: number | string }>`WITH u AS (
+          ? decodeRows(CountRow)(sql`WITH u AS (
               UPDATE attestations a SET level = 'T1', batch_id = ${batchId}, leaf_index = v.idx, t1_at = ${rec.t1At}
               FROM (SELECT (e->>0)::bigint AS seq, (e->>1)::int AS idx FROM jsonb_array_elements(${JSON.stringify(pairs)}::jsonb) e) v
               WHERE a.seq = v.seq AND a.level = 'T0'
               RETURNING 1)
-            SELECT COUNT(*) AS n FROM u`
-          : sql<{ n: number | string }>`UPDATE attestations SET level = 'T1', batch_id = ${batchId},
+            SELECT COUNT(*) AS n FROM u`)
+          : sql`UPDATE attestations SET level = 'T1', batch_id = ${batchId},
               leaf_index = j.value ->> '$[1]', t1_at = ${rec.t1At}
               FROM json_each(${JSON.stringify(pairs)}) j
               WHERE attestations.seq = j.value ->> '$[0]' AND attestations.level = 'T0'
               RETURNING 1 AS n`.pipe(Effect.map((r) => [{ n: r.length }])))
-        if (Number(updated[0]?.n ?? 0) !== rec.leaves.length) {
+        if ((updated[0]?.n ?? 0) !== rec.leaves.length) {
           return yield* Effect.die(new SealConflict(`batch for ${rec.windowEnd}: some leaves were sealed elsewhere`))
         }
         yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
@@ -131,8 +117,10 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
         return batchId
       }))
 
-    const batchById = (id: number) =>
-      Effect.map(sql<BatchRow>`SELECT * FROM batches WHERE id = ${id}`, (rows) => (rows[0] ? toBatch(rows[0]) : undefined))
+    const batchById = flow(
+      SqlSchema.findOne({ Request: Schema.Number, Result: BatchRow, execute: (id) => sql`SELECT * FROM batches WHERE id = ${id}` }),
+      orUndefined
+    )
 
     /** The inclusion proof of leaf `leafIndex`, read from the stored chunks. */
     const proof = (batch: Batch, leafIndex: number) =>
@@ -144,9 +132,9 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
           const [level, chunk] = w.split(":").map(Number)
           return sql`(level = ${level!} AND chunk = ${chunk!})`
         })
-        const rows = yield* sql<{ level: number | string; chunk: number | string; nodes: Uint8Array }>`
-          SELECT level, chunk, nodes FROM merkle_chunks WHERE batch_id = ${batch.id} AND (${sql.or(conditions)})`
-        const chunks = new Map(rows.map((r) => [`${Number(r.level)}:${Number(r.chunk)}`, Buffer.from(r.nodes)]))
+        const rows = yield* decodeRows(ChunkRow)(sql`
+          SELECT level, chunk, nodes FROM merkle_chunks WHERE batch_id = ${batch.id} AND (${sql.or(conditions)})`)
+        const chunks = new Map(rows.map((r) => [`${r.level}:${r.chunk}`, Buffer.from(r.nodes)]))
         return path.map((s): ProofStep => {
           const nodes = chunks.get(`${s.level}:${Math.floor(s.index / CHUNK_NODES)}`)!
           const off = (s.index % CHUNK_NODES) * 32
@@ -154,10 +142,7 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
         })
       })
 
-    const counts = Effect.map(
-      sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM batches`,
-      (rows) => ({ batches: Number(rows[0]?.n ?? 0) })
-    )
+    const counts = Effect.map(decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM batches`), (rows) => ({ batches: rows[0]?.n ?? 0 }))
 
     return { pending, recordSeal, batchById, proof, counts }
   })

@@ -4,11 +4,14 @@
  * in the restored store under its id, and its evidence bundle verifies offline
  * against the restored signing keys. Restore refuses a non-empty data dir;
  * `attestd healthcheck` exits 0 on a healthy server and 1 when nothing listens.
+ * backup, restore, healthcheck and keys create run once each as processes; the
+ * other commands in-process (test/helpers/cli.ts).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { cliInProcessFor } from "../helpers/cli.js"
 import { attestLoad, createKeyCli, freePort, newAckLog, requireDist, runCli, type ServeEnv, startServe } from "../helpers/process.js"
 
 describe("backup and restore (sqlite)", () => {
@@ -51,7 +54,7 @@ describe("backup and restore (sqlite)", () => {
     // Restore refuses a non-empty data dir and changes nothing there.
     const busy = tmp()
     writeFileSync(join(busy, "something"), "x")
-    const refused = await runCli({ ...env, dataDir: busy, databaseUrl: `sqlite:${join(busy, "attestd.db")}` }, ["restore", "--from", target])
+    const refused = await cliInProcessFor({ ...env, dataDir: busy, databaseUrl: `sqlite:${join(busy, "attestd.db")}` }, ["restore", "--from", target])
     expect(refused.code).toBe(1)
     expect(readdirSync(busy)).toEqual(["something"])
 
@@ -76,14 +79,14 @@ describe("backup and restore (sqlite)", () => {
 
     // Evidence from the restored service verifies against the keys and TSA anchors the restored
     // instance publishes (--server): the restore brought back the original signing keys.
-    const admin = await runCli(restoredEnv, ["keys", "create", "--label", "admin"])
+    const admin = await cliInProcessFor(restoredEnv, ["keys", "create", "--label", "admin"])
     const adminKey = (JSON.parse(admin.stdout.trim().split("\n").pop()!) as { key: string }).key
     for (const hash of [hashes[0]!, hashes[Math.floor(hashes.length / 2)]!, hashes.at(-1)!]) {
       const res = await fetch(`${again.url}/v1/attestation/${before.get(hash)}/evidence`, { headers: { authorization: `Bearer ${adminKey}` } })
       expect(res.status).toBe(200)
       const file = join(restoredDir, `${hash}.json`)
       writeFileSync(file, await res.text())
-      const verified = await runCli(restoredEnv, ["verify", file, "--hash", hash, "--server", again.url])
+      const verified = await cliInProcessFor(restoredEnv, ["verify", file, "--hash", hash, "--server", again.url])
       expect(verified.code, verified.stdout + verified.stderr).toBe(0)
       expect(JSON.parse(verified.stdout)).toMatchObject({ verdict: "verified" })
     }
@@ -92,7 +95,7 @@ describe("backup and restore (sqlite)", () => {
     expect(manifest.files.some((f) => f.startsWith("signing-keys/"))).toBe(true)
 
     await again.kill("SIGTERM")
-    const down = await runCli(restoredEnv, ["healthcheck", "--url", again.url])
+    const down = await cliInProcessFor(restoredEnv, ["healthcheck", "--url", again.url])
     expect(down.code).toBe(1)
   }, 240_000)
 })

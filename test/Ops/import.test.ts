@@ -3,12 +3,14 @@
  * codes and the report, then a running `attestd serve` seals the imported
  * records into T1 and `attestd verify --server` verifies their evidence with
  * the original (retired) key it publishes; re-importing beside the running
- * server changes nothing.
+ * server changes nothing. The first import and serve are processes; the other
+ * commands run in-process (test/helpers/cli.ts).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
+import { cliInProcessFor } from "../helpers/cli.js"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { historicalKey, historicalRecord, jsonl, pastTime } from "../helpers/historical.js"
 import { freePort, requireDist, runCli, type ServeEnv, type ServeProcess, startServe, waitFor } from "../helpers/process.js"
@@ -47,7 +49,7 @@ for (const dialect of await dialects()) {
       expect(report.errors).toEqual([expect.objectContaining({ line: 2, code: "INVALID_SIGNATURE" })])
       expect(first.stderr).toContain("line 2: INVALID_SIGNATURE")
 
-      const missing = await runCli(env, ["import", join(work, "nope.jsonl")])
+      const missing = await cliInProcessFor(env, ["import", join(work, "nope.jsonl")])
       expect(missing.code).toBe(1)
       expect(missing.stderr).toContain("cannot read")
 
@@ -67,14 +69,14 @@ for (const dialect of await dialects()) {
         expect(res.status).toBe(200)
         const bundleFile = join(work, `${legacy + i}.json`)
         writeFileSync(bundleFile, await res.text())
-        const verified = await runCli(env, ["verify", bundleFile, "--hash", g.hash_hex, "--server", serve.url])
+        const verified = await cliInProcessFor(env, ["verify", bundleFile, "--hash", g.hash_hex, "--server", serve.url])
         expect(verified.code, verified.stdout + verified.stderr).toBe(0)
         expect(JSON.parse(verified.stdout)).toMatchObject({ verdict: "verified", verified_level: "T1" })
       }
 
       // Re-importing the good lines beside the running server: nothing new, exit 0.
       writeFileSync(file, jsonl(good))
-      const again = await runCli(env, ["import", file])
+      const again = await cliInProcessFor(env, ["import", file])
       expect(again.code, again.stderr).toBe(0)
       expect(JSON.parse(again.stdout.trim().split("\n").pop()!)).toMatchObject({ lines: 2, imported: 0, existing: 2, failed: 0, errors: [] })
       await serve.kill("SIGTERM")

@@ -192,13 +192,8 @@ const edges = sources.flatMap((f) => importsOf(f).filter((i) => i.local).map((i)
  * that tie it), and so does a pair no longer on a circle (remove it here).
  */
 const KNOWN_FOLDER_CIRCLES: ReadonlyArray<string> = [
-  "src/Anchoring -> src/Attestations",
-  "src/Anchoring -> src/Http",
-  "src/Anchoring -> src/Sealing",
-  "src/Attestations -> src/Anchoring",
   "src/Attestations -> src/Auth",
   "src/Attestations -> src/Http",
-  "src/Attestations -> src/Sealing",
   "src/Auth -> src/Http",
   "src/Census -> src/Auth",
   "src/Census -> src/Http",
@@ -209,8 +204,6 @@ const KNOWN_FOLDER_CIRCLES: ReadonlyArray<string> = [
   "src/Http -> src/Attestations",
   "src/Http -> src/Auth",
   "src/Http -> src/Census",
-  "src/Sealing -> src/Attestations",
-  "src/Sealing -> src/Http",
   "src/Tags -> src/Attestations",
   "src/Tags -> src/Auth",
   "src/Tags -> src/Claims",

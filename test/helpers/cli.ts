@@ -14,6 +14,7 @@ import { Cause, ConfigProvider, Console, Effect, Exit, Logger } from "effect"
 import { Console as NodeConsole } from "node:console"
 import { Writable } from "node:stream"
 import { cli } from "../../src/Cli.js"
+import { envOf, type ServeEnv } from "./process.js"
 
 export interface CliRun {
   readonly code: number
@@ -89,3 +90,15 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
   queue = run.catch(() => undefined)
   return run
 }
+
+/** `cliInProcess` with the settings a `node dist/bin.js` child gets from `runCli(e, args)` (test/helpers/process.ts), in its data dir. */
+export const cliInProcessFor = (e: ServeEnv, args: ReadonlyArray<string>): Promise<CliRun> =>
+  cliInProcess(
+    args,
+    Object.fromEntries(
+      Object.entries(envOf(e)).filter((entry): entry is [string, string] =>
+        entry[1] !== undefined && (entry[0].startsWith("ATTESTD_") || ["PORT", "HOST", "DATABASE_URL"].includes(entry[0]))
+      )
+    ),
+    { cwd: e.dataDir }
+  )

@@ -6,7 +6,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
-import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
+import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 import type { MerkleTree } from "../Sealing/MerkleBuilder.js"
 
 

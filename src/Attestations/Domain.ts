@@ -2,7 +2,7 @@
 import { Schema } from "effect"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
-import { column, DbBool, DbInt } from "../Domain/Rows.js"
+import { column, DbBool, DbInt } from "../Platform/Rows.js"
 
 export type Level = "T0" | "T1" | "T2"
 export const Level = Schema.Literal("T0", "T1", "T2")

@@ -3,7 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import type { AttestationRef } from "../Domain/AttestationId.js"
-import { decodeRows, DbInt } from "../Domain/Rows.js"
+import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { type Attestation, AttestationRow, type Claim, ClaimRow, Level } from "./Domain.js"
 
 /** Decodes one raw `attestations` row (a row that does not match is a bug: this throws). */

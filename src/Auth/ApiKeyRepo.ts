@@ -1,7 +1,7 @@
 /** API key storage: create, find by hash, list, revoke. */
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Schema } from "effect"
-import { column, DbInt, decodeRows } from "../Domain/Rows.js"
+import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
 import { KEYS_CHANNEL, KeyCacheRef } from "./KeyCache.js"

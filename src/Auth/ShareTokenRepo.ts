@@ -1,7 +1,7 @@
 /** Share tokens, a read-only credential (stored only as SHA-256), and their access log. The ShareTokens feature manages them; Auth resolves them. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
-import { column, DbInt, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
+import { column, DbInt, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 
 /** A `share_tokens` row; attestation_ids is stored as a JSON array of canonical ids. */
 export const ShareTokenRow = Schema.Struct({

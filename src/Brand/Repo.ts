@@ -1,7 +1,7 @@
 /** Brand configurations by slug. */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { orUndefined } from "../Domain/Rows.js"
+import { orUndefined } from "../Platform/Rows.js"
 import { Brand } from "./Domain.js"
 
 /** The configuration is stored as the JSON of the validated Brand. */

@@ -6,7 +6,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
-import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
+import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 
 /** A `derived_lists` row. */
 export const DerivedListRow = Schema.Struct({

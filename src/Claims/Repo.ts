@@ -4,7 +4,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import { type Claim, ClaimRow } from "../Attestations/Domain.js"
 import { newEtag } from "../Attestations/Repo.js"
-import { DbInt, decodeRows, orUndefined } from "../Domain/Rows.js"
+import { DbInt, decodeRows, orUndefined } from "../Platform/Rows.js"
 
 const IdRow = Schema.Struct({ id: DbInt })
 const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })

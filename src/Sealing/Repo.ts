@@ -7,7 +7,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
-import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Domain/Rows.js"
+import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 import type { MerkleTree } from "./MerkleBuilder.js"
 import { siblingPath, type ProofStep } from "./MerkleBuilder.js"
 

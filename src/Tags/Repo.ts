@@ -6,7 +6,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
-import { CountRow, DbInt, decodeRows, orDieOnMismatch } from "../Domain/Rows.js"
+import { CountRow, DbInt, decodeRows, orDieOnMismatch } from "../Platform/Rows.js"
 import type { Tag } from "./Domain.js"
 
 /** A tag row is plaintext (value set) or client-encrypted (value NULL, ciphertext and nonce set). */

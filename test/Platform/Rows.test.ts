@@ -2,7 +2,7 @@
 import { Effect, Exit, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { AttestationId } from "../../src/Domain/AttestationId.js"
-import { CountRow, DbBool, DbInt, decodeRows } from "../../src/Domain/Rows.js"
+import { CountRow, DbBool, DbInt, decodeRows } from "../../src/Platform/Rows.js"
 
 describe("row column schemas", () => {
   it("DbInt takes SQLite's number and Postgres's bigint string alike, and refuses anything else", () => {

@@ -12,7 +12,7 @@ import { CensusApi, DerivedListsPublicApi } from "./Census/Api.js"
 import { BrandApi } from "./Brand/Api.js"
 import { SERVICE_VERSION } from "./Domain/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
-import { openApiFixups } from "./Http/OpenApiFixups.js"
+import { openApiFixups } from "./Server/OpenApiFixups.js"
 
 export class Api extends HttpApi.make("attestd")
   .add(AttestationsApi)

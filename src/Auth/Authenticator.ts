@@ -5,7 +5,7 @@
 import { Clock, Effect, Option } from "effect"
 import { AuthError, Forbidden, RateLimited } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { currentRequestMeta } from "./RequestMeta.js"
 import type { Principal } from "./Api.js"
 import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"

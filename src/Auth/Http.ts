@@ -4,7 +4,7 @@
  */
 import { Effect, Layer, Redacted } from "effect"
 import { Forbidden } from "../Domain/Errors.js"
-import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { currentRequestMeta } from "./RequestMeta.js"
 import { Authentication, CurrentPrincipal } from "./Api.js"
 import { Authenticator } from "./Authenticator.js"
 import { hasScope, type Scope } from "./Domain.js"

@@ -10,7 +10,7 @@ import { Clock, Effect, Option } from "effect"
 import { isIP } from "node:net"
 import { RateLimited } from "../Domain/Errors.js"
 import type { AppConfigShape } from "../Platform/Config.js"
-import type { RequestMetaShape } from "../Http/RequestMeta.js"
+import type { RequestMetaShape } from "./RequestMeta.js"
 import type { RateLimiter } from "./RateLimiter.js"
 
 /** The first four groups of an IPv6 address, or undefined when it is not one. */

@@ -8,7 +8,7 @@ import { type ApiKey, digestsEqual, hashSecret, type Scope } from "../Auth/Domai
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { AuthError, Forbidden, NotFound, RateLimited, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
-import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { currentRequestMeta } from "../Auth/RequestMeta.js"
 import { AppConfig } from "../Platform/Config.js"
 import { Signer } from "../Platform/Signer.js"
 import {

@@ -10,7 +10,7 @@ import { requireScope } from "../Auth/Http.js"
 import type { Scope } from "../Auth/Domain.js"
 import { AuthError, Forbidden } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
-import { currentRequestMeta } from "../Http/RequestMeta.js"
+import { currentRequestMeta } from "../Auth/RequestMeta.js"
 import { ShareTokenRepo } from "../Auth/ShareTokenRepo.js"
 
 export const readerKeyId = (a: Attestation, scope: Scope) =>

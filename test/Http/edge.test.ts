@@ -12,8 +12,8 @@
  */
 import net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { MAX_BODY_BYTES } from "../../src/Http/BodyLimits.js"
-import { apiRoutes } from "../../src/Http/Routes.js"
+import { MAX_BODY_BYTES } from "../../src/Server/BodyLimits.js"
+import { apiRoutes } from "../../src/Server/Routes.js"
 import { dialects } from "../helpers/databases.js"
 import { client, expectEnvelope, randomHash, rawRequest, startTestServer, type Reply, type TestServer } from "../helpers/server.js"
 

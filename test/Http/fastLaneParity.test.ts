@@ -1,5 +1,5 @@
 /**
- * The fast lane (ATTESTD_FAST_LANE, src/Http/FastLane.ts) must answer exactly
+ * The fast lane (ATTESTD_FAST_LANE, src/Server/FastLane.ts) must answer exactly
  * as the HttpApi stack. Two servers, each over its own fresh database, one
  * with the lane on and one with it off, receive the same sequence of requests
  * (interleaved, so both see the same state and the same clock minute); every
@@ -14,8 +14,8 @@ import { ConfigProvider, Effect, Either, ManagedRuntime, Metric, Option } from "
 import http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { HttpServer } from "@effect/platform"
-import { makeDrainer } from "../../src/Http/Drain.js"
-import { NodeServerLive, noFastRoutes } from "../../src/Http/Server.js"
+import { makeDrainer } from "../../src/Server/Drain.js"
+import { NodeServerLive, noFastRoutes } from "../../src/Server/Server.js"
 import { appConfig } from "../../src/Platform/Config.js"
 import { fastLaneRequests } from "../../src/Platform/Metrics.js"
 import { dialects } from "../helpers/databases.js"

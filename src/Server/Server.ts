@@ -23,7 +23,7 @@ import { applyServerLimits } from "./Connections.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
-import { errorParts } from "./Envelope.js"
+import { errorParts } from "../Http/Envelope.js"
 import { fastRouteOf, type FastRoutes, type NodeHandler } from "./FastLane.js"
 
 export interface NodeServerOptions<R> {

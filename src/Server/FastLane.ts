@@ -42,9 +42,9 @@ import {
   routePathOf,
   validationErrorFromIssues
 } from "./Edge.js"
-import { errorParts } from "./Envelope.js"
-import { BodyGates } from "./BodyGates.js"
-import { RequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { errorParts } from "../Http/Envelope.js"
+import { BodyGates } from "../Http/BodyGates.js"
+import { RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 

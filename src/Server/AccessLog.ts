@@ -11,8 +11,8 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
 import { directLogger } from "../Platform/Logging.js"
 import { recordHttp } from "../Platform/Metrics.js"
-import { stripV1 } from "./Paths.js"
-import type { RequestMetaShape } from "./RequestMeta.js"
+import { stripV1 } from "../Http/Paths.js"
+import type { RequestMetaShape } from "../Auth/RequestMeta.js"
 
 /** The meta of each request in flight, written by the edge and the fast lane. */
 export const requestMetas = new WeakMap<IncomingMessage, RequestMetaShape>()

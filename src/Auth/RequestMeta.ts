@@ -3,7 +3,7 @@
  * rate-limit verdict that the edge writes back as X-RateLimit-* headers.
  */
 import { Context, Effect, Option } from "effect"
-import type { Principal } from "../Auth/Api.js"
+import type { Principal } from "./Api.js"
 import type { RateLimitInfo } from "../Domain/Errors.js"
 
 export interface RequestMetaShape {

@@ -16,7 +16,7 @@ export const AnchoredEvidenceLive = Layer.effect(
           v && v.day.status === "confirmed" && v.calendarTimestamp
             ? {
               dailyRoot: v.day.root,
-              t1ToT2Proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+              t1ToT2Proof: v.t1ToT2Proof,
               bitcoinBlockHeight: v.day.bitcoinHeight!,
               bitcoinBlockHash: null,
               bitcoinTxid: null,

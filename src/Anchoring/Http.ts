@@ -31,7 +31,7 @@ export const AnchorsLive = HttpApiBuilder.group(Api, "anchors", (handlers) =>
             id: a.id,
             status: v.day.status,
             daily_root: v.day.root,
-            t1_to_t2_proof: v.t1ToT2Proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+            t1_to_t2_proof: v.t1ToT2Proof,
             calendars: v.submissions.map((s) => ({
               url: s.calendarUrl,
               status: s.status,
@@ -84,7 +84,7 @@ export const SimulatedChainLive = HttpApiBuilder.group(Api, "simulatedChain", (h
           Effect.map(c.blocks, (blocks) => ({
             simulated: true as const,
             note: SIMULATED_CHAIN_NOTE,
-            headers: blocks.map((b) => ({ height: b.height, hash: b.hash as never, header: b.header }))
+            headers: blocks
           }))
         ))
   }))

@@ -5,6 +5,7 @@
  */
 import { Effect } from "effect"
 import type { Attestation } from "../Attestations/Domain.js"
+import type { HashHex } from "../Domain/HashHex.js"
 import { buildTree, type ProofStep } from "../Sealing/MerkleBuilder.js"
 import {
   chain,
@@ -21,8 +22,8 @@ import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 export interface AnchorView {
   readonly day: DailyRoot
   readonly submissions: ReadonlyArray<Submission>
-  readonly batchProof: ReadonlyArray<ProofStep>
-  readonly t1ToT2Proof: ReadonlyArray<ProofStep>
+  readonly batchProof: ReadonlyArray<ProofStep<HashHex>>
+  readonly t1ToT2Proof: ReadonlyArray<ProofStep<HashHex>>
   /** Every calendar's timestamp for the daily root, merged; undefined until one calendar answered. */
   readonly calendarTimestamp: Timestamp | undefined
 }

@@ -10,8 +10,9 @@
  * never refuse a request), so distinct (spoofed) addresses cannot grow it without bound.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Schema } from "effect"
 import type { RateLimitInfo } from "../Domain/Errors.js"
+import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 
 export interface Verdict extends RateLimitInfo {
   readonly allowed: boolean
@@ -139,6 +140,11 @@ interface KeyView {
   allowance: number
 }
 
+/** A rate_buckets row: BIGINT second and count come back from Postgres as strings. */
+const BucketRow = Schema.Struct({ second: DbInt, n: DbInt })
+const bucketRows = decodeRows(BucketRow)
+const keyedBucketRows = decodeRows(Schema.Struct({ ...BucketRow.fields, bucketKey: column("bucket_key", Schema.String) }))
+
 /**
  * The Postgres limiter, batched (issue 12 §3). The exact path is one statement
  * per hit: add, read the window, undo if over. To spare that round trip on
@@ -207,13 +213,13 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
       yield* sql`INSERT INTO rate_buckets ${sql.insert(batch.map((b) => ({ bucket_key: b.key, second: b.second, n: b.n })))}
         ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
-      const rows = yield* sql<{ bucket_key: string; second: number | string; n: number | string }>`
-        SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", keys)} AND second > ${second - longest}`
+      const rows = yield* keyedBucketRows(sql`
+        SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", keys)} AND second > ${second - longest}`)
       const byKey = new Map<string, Array<readonly [number, number]>>()
       for (const r of rows) {
-        let l = byKey.get(r.bucket_key)
-        if (!l) byKey.set(r.bucket_key, l = [])
-        l.push([Number(r.second), Number(r.n)])
+        let l = byKey.get(r.bucketKey)
+        if (!l) byKey.set(r.bucketKey, l = [])
+        l.push([r.second, r.n])
       }
       for (const key of keys) {
         const v = views.get(key)
@@ -251,7 +257,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         }
         const at = performance.now()
         // Count first, then add; a compensating decrement undoes an over-limit add from a race.
-        const rows = yield* sql<{ second: number | string; n: number | string }>`
+        const rows = yield* bucketRows(sql`
           WITH up AS (
             INSERT INTO rate_buckets (bucket_key, second, n) VALUES (${key}, ${second}, ${cost})
             ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + ${cost}
@@ -259,8 +265,8 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           )
           SELECT second, n FROM up
           UNION ALL
-          SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`
-        const buckets = rows.map((r) => [Number(r.second), Number(r.n)] as const)
+          SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`)
+        const buckets = rows.map((r) => [r.second, r.n] as const)
         const used = buckets.reduce((a, [, n]) => a + n, 0)
         if (used <= limit) {
           refresh(key, limit, windowSeconds, second, buckets, at)

@@ -20,8 +20,9 @@ import { bytesToHex, hexToBytes } from "./Bytes.js"
 
 export type Position = "left" | "right"
 
-export interface ProofStep {
-  readonly hash: string
+/** A proof step: a sibling's hash (a HashHex in the proofs the service builds) and its side. */
+export interface ProofStep<Hash extends string = string> {
+  readonly hash: Hash
   readonly position: Position
 }
 

@@ -18,7 +18,7 @@ export const SealedEvidenceLive = Layer.effect(
           return {
             batchId: batch.id,
             merkleRoot: batch.merkleRoot,
-            merkleProof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+            merkleProof: proof,
             tsaProvider: batch.tsaProvider,
             tsaTimestamp: batch.tsaGenTime,
             tsaToken: Buffer.from(batch.tsaToken).toString("base64")

@@ -52,7 +52,7 @@ export const ProofsLive = HttpApiBuilder.group(Api, "proofs", (handlers) =>
             batch_id: batch.id,
             leaf: a.hashHex,
             merkle_root: batch.merkleRoot,
-            merkle_proof: proof.map((s) => ({ hash: s.hash as never, position: s.position })),
+            merkle_proof: proof,
             tree_version: 2 as const
           }
         }))

@@ -39,6 +39,7 @@ import { Worker } from "node:worker_threads"
 import { type Kernel, makeMerkleKernel } from "./MerkleKernel.js"
 import { levelSizes, siblingPath } from "../Domain/Merkle.js"
 import type { ProofStep } from "../Domain/Merkle.js"
+import { type HashHex, makeHashHex } from "../Domain/HashHex.js"
 
 export { computeRoot, levelSizes, MERKLE_TREE_VERSION, siblingPath, verifyProof } from "../Domain/Merkle.js"
 export type { Position, ProofStep, SiblingRef } from "../Domain/Merkle.js"
@@ -52,7 +53,7 @@ export interface MerkleTree {
   leafHex(index: number): string
   /** index of the leaf in sorted order (binary search), -1 if absent or not 64 lowercase hex */
   leafIndex(hashHex: string): number
-  proof(index: number): Array<ProofStep>
+  proof(index: number): Array<ProofStep<HashHex>>
 }
 
 /**
@@ -164,9 +165,9 @@ class Tree implements MerkleTree {
     return lo < this.leafCount && leaves.compare(target, 0, 32, lo * 32, lo * 32 + 32) === 0 ? lo : -1
   }
 
-  proof(index: number): Array<ProofStep> {
+  proof(index: number): Array<ProofStep<HashHex>> {
     return siblingPath(this.leafCount, index).map(({ index: i, level, position }) => ({
-      hash: this.levels[level]!.toString("hex", i * 32, i * 32 + 32),
+      hash: makeHashHex(this.levels[level]!.toString("hex", i * 32, i * 32 + 32)),
       position
     }))
   }

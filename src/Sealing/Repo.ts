@@ -6,7 +6,7 @@
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, flow, Schema } from "effect"
-import { HashHex } from "../Domain/HashHex.js"
+import { HashHex, makeHashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 import type { MerkleTree } from "./MerkleBuilder.js"
 import { siblingPath, type ProofStep } from "./MerkleBuilder.js"
@@ -126,7 +126,7 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
     const proof = (batch: Batch, leafIndex: number) =>
       Effect.gen(function*() {
         const path = siblingPath(batch.leafCount, leafIndex)
-        if (path.length === 0) return [] as Array<ProofStep>
+        if (path.length === 0) return []
         const wanted = [...new Set(path.map((s) => `${s.level}:${Math.floor(s.index / CHUNK_NODES)}`))]
         const conditions = wanted.map((w) => {
           const [level, chunk] = w.split(":").map(Number)
@@ -135,10 +135,10 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
         const rows = yield* decodeRows(ChunkRow)(sql`
           SELECT level, chunk, nodes FROM merkle_chunks WHERE batch_id = ${batch.id} AND (${sql.or(conditions)})`)
         const chunks = new Map(rows.map((r) => [`${r.level}:${r.chunk}`, Buffer.from(r.nodes)]))
-        return path.map((s): ProofStep => {
+        return path.map((s): ProofStep<HashHex> => {
           const nodes = chunks.get(`${s.level}:${Math.floor(s.index / CHUNK_NODES)}`)!
           const off = (s.index % CHUNK_NODES) * 32
-          return { hash: nodes.subarray(off, off + 32).toString("hex"), position: s.position }
+          return { hash: makeHashHex(nodes.subarray(off, off + 32).toString("hex")), position: s.position }
         })
       })
 

@@ -129,7 +129,7 @@ export const makeFastRoutes = Effect.gen(function*() {
       return yield* route(text, headers)
     }).pipe(
       Effect.catchAllCause((cause): Effect.Effect<Reply, never, RequestMeta> =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) as never : Effect.map(failureError(cause, []), errorParts)
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(Cause.stripFailures(cause)) : Effect.map(failureError(cause, []), errorParts)
       ),
       Effect.tap((reply) =>
         Effect.sync(() => write(res, reply, edgeHeaders(meta, reply.headers?.["x-ratelimit-limit"] !== undefined)))

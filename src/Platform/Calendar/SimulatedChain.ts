@@ -15,9 +15,11 @@
  */
 import { randomBytes } from "node:crypto"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { HashHex } from "../../Domain/HashHex.js"
 import { Attestations, bytesToHex, chain, hexToBytes, leaf, Ops, serializeTimestamp } from "../../Domain/Ots.js"
 import { formatMillis } from "../../Domain/Time.js"
+import { column, DbBytes, DbInt, decodeRows } from "../Rows.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { BitcoinHeaderSources, HeaderSourceError } from "../Bitcoin/HeaderSources.js"
 import { CalendarError, MAX_SUBMIT_DIGEST_BYTES, OtsCalendar } from "./OtsCalendar.js"
@@ -29,11 +31,14 @@ import {
   SIMULATED_START_HEIGHT
 } from "./SimulatedCalendar.js"
 
-export interface SimulatedBlock {
-  readonly height: number
-  readonly hash: string
-  readonly header: string
-}
+/** A simulated_blocks row: the block hash in display order, the 80-byte header as hex. */
+const SimulatedBlock = Schema.Struct({ height: DbInt, hash: HashHex, header: Schema.String })
+export type SimulatedBlock = typeof SimulatedBlock.Type
+const blockRows = decodeRows(SimulatedBlock)
+const submissionRows = decodeRows(Schema.Struct({
+  proof: Schema.NullOr(DbBytes),
+  submittedAtMs: column("submitted_at_ms", DbInt)
+}))
 
 export interface SimulatedChainService {
   readonly blocks: Effect.Effect<ReadonlyArray<SimulatedBlock>>
@@ -43,31 +48,20 @@ export interface SimulatedChainService {
 
 export class SimulatedChain extends Context.Tag("Platform/SimulatedChain")<SimulatedChain, SimulatedChainService>() {}
 
-interface BlockRow {
-  readonly height: number | string
-  readonly hash: string
-  readonly header: string
-}
-
-const toBlock = (r: BlockRow): SimulatedBlock => ({ height: Number(r.height), hash: r.hash, header: r.header })
-
 export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; readonly url?: string }) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const url = opts.url ?? SIMULATED_CALENDAR_URL
 
-    const blocks = sql<BlockRow>`SELECT height, hash, header FROM simulated_blocks ORDER BY height`.pipe(
-      Effect.map((rows) => rows.map(toBlock)),
-      Effect.orDie
-    )
+    const blocks = Effect.orDie(blockRows(sql`SELECT height, hash, header FROM simulated_blocks ORDER BY height`))
     const byHeight = (height: number) =>
-      sql<BlockRow>`SELECT height, hash, header FROM simulated_blocks WHERE height = ${height}`.pipe(
-        Effect.map((rows) => (rows[0] ? toBlock(rows[0]) : undefined)),
+      blockRows(sql`SELECT height, hash, header FROM simulated_blocks WHERE height = ${height}`).pipe(
+        Effect.map((rows) => rows[0]),
         Effect.orDie
       )
     const byHash = (hash: string) =>
-      sql<BlockRow>`SELECT height, hash, header FROM simulated_blocks WHERE hash = ${hash}`.pipe(
-        Effect.map((rows) => (rows[0] ? toBlock(rows[0]) : undefined)),
+      blockRows(sql`SELECT height, hash, header FROM simulated_blocks WHERE hash = ${hash}`).pipe(
+        Effect.map((rows) => rows[0]),
         Effect.orDie
       )
 
@@ -96,8 +90,8 @@ export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; read
         const due = yield* sql<{ commitment: string }>`SELECT commitment FROM simulated_submissions
           WHERE height IS NULL AND submitted_at_ms <= ${now - opts.confirmDelayMs} ORDER BY submitted_at_ms, commitment`
         if (due.length === 0) return
-        const [tip] = yield* sql<BlockRow>`SELECT height, hash, header FROM simulated_blocks ORDER BY height DESC LIMIT 1`
-        const height = tip ? Number(tip.height) + 1 : SIMULATED_START_HEIGHT
+        const [tip] = yield* blockRows(sql`SELECT height, hash, header FROM simulated_blocks ORDER BY height DESC LIMIT 1`)
+        const height = tip ? tip.height + 1 : SIMULATED_START_HEIGHT
         const block = mineSimulatedBlock({
           height,
           prevHash: tip?.hash ?? SIMULATED_GENESIS_PREV,
@@ -114,8 +108,7 @@ export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; read
 
     const proofOf = (commitment: string) =>
       Effect.map(
-        sql<{ proof: Uint8Array | null; submitted_at_ms: number | string }>`SELECT proof, submitted_at_ms
-          FROM simulated_submissions WHERE commitment = ${commitment}`,
+        submissionRows(sql`SELECT proof, submitted_at_ms FROM simulated_submissions WHERE commitment = ${commitment}`),
         (rows) => rows[0]
       )
 
@@ -126,11 +119,11 @@ export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; read
         const now = yield* Clock.currentTimeMillis
         const row = yield* proofOf(key)
         if (row === undefined) return null
-        if (row.proof !== null) return new Uint8Array(row.proof)
-        if (now - Number(row.submitted_at_ms) < opts.confirmDelayMs) return null
+        if (row.proof !== null) return row.proof
+        if (now - row.submittedAtMs < opts.confirmDelayMs) return null
         yield* mine(now)
         const after = yield* proofOf(key)
-        return after?.proof ? new Uint8Array(after.proof) : null
+        return after?.proof ?? null
       }).pipe(Effect.catchTag("SqlError", (e) => Effect.fail(fail(u, `simulated chain: ${e.message}`))))
 
     const calendar = { urls: [url], simulated: true, label: SIMULATED_CALENDAR_LABEL, submit, upgrade }

@@ -128,13 +128,13 @@ export const SQL_LIMITER_LOCAL_SHARE = 0.1
 
 interface KeyView {
   window: number
-  /** All instances' admitted hits in the window as the database held them at the last sync. */
-  synced: Array<readonly [number, number]>
-  /** When (performance.now) `synced` was read. */
+  /** All instances' admitted hits in the window as the database held them at the last sync: second → count. */
+  synced: Map<number, number>
+  /** When (performance.now) the newest read folded into `synced` was made. */
   syncedAt: number
   /** Hits admitted here since, not yet written: second → count. */
   pending: Map<number, number>
-  /** Hits being written right now (counted until the window is read back). */
+  /** Hits being written right now: each write's hits count here until its own read comes back. */
   inflight: Map<number, number>
   /** What this instance may still admit before the next sync. */
   allowance: number
@@ -180,59 +180,94 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       for (const [s, n] of v.pending) m.set(s, (m.get(s) ?? 0) + n)
       return [...m].sort((a, b) => a[0] - b[0])
     }
+    /**
+     * Moves a view's pending hits in flight for one write, and returns what
+     * releases them from it: call it once that write's read has come back
+     * (the read counts them from then on) or the write failed (they go
+     * uncounted). Concurrent writes on one key each release only their own.
+     */
+    const takePending = (v: KeyView): () => void => {
+      const taken = v.pending
+      v.pending = new Map()
+      for (const [s, n] of taken) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
+      let released = false
+      return () => {
+        if (released) return
+        released = true
+        for (const [s, n] of taken) {
+          const left = (v.inflight.get(s) ?? 0) - n
+          if (left > 0) v.inflight.set(s, left)
+          else v.inflight.delete(s)
+        }
+      }
+    }
+    /**
+     * Folds a read of the database into a view. Reads of one key run
+     * concurrently and may come back out of order; a second's count only grows
+     * (but for an over-limit add undone at once), so each second keeps the
+     * highest count any read saw, and an older read never hides a newer one.
+     */
+    const absorb = (v: KeyView, rows: Iterable<readonly [number, number]>, second: number, at: number) => {
+      for (const [s, n] of rows) if (n > (v.synced.get(s) ?? 0)) v.synced.set(s, n)
+      for (const s of v.synced.keys()) if (s <= second - v.window) v.synced.delete(s)
+      if (at > v.syncedAt) v.syncedAt = at
+    }
     const refresh = (key: string, limit: number, window: number, second: number, rows: ReadonlyArray<readonly [number, number]>, at: number) => {
       let v = views.get(key)
       if (v === undefined) {
         if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.keys().next().value!)
-        v = { window, synced: [], syncedAt: at, pending: new Map(), inflight: new Map(), allowance: 0 }
+        v = { window, synced: new Map(), syncedAt: at, pending: new Map(), inflight: new Map(), allowance: 0 }
         views.set(key, v)
       }
       v.window = Math.max(v.window, window)
-      v.synced = [...rows]
-      v.inflight = new Map()
-      v.syncedAt = at
+      absorb(v, rows, second, at)
       const used = sumIn(merged(v), second, v.window)
       v.allowance = Math.floor(Math.max(0, limit - used) * SQL_LIMITER_LOCAL_SHARE)
     }
 
+    const writeAndRead = (
+      batch: ReadonlyArray<{ key: string; second: number; n: number }>,
+      taken: ReadonlyMap<string, readonly [KeyView, () => void]>,
+      longest: number
+    ) =>
+      Effect.gen(function*() {
+        const at = performance.now()
+        const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        yield* sql`INSERT INTO rate_buckets ${sql.insert(batch.map((b) => ({ bucket_key: b.key, second: b.second, n: b.n })))}
+          ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
+        const rows = yield* keyedBucketRows(sql`
+          SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", [...taken.keys()])} AND second > ${second - longest}`)
+        const byKey = new Map<string, Array<readonly [number, number]>>()
+        for (const r of rows) {
+          let l = byKey.get(r.bucketKey)
+          if (!l) byKey.set(r.bucketKey, l = [])
+          l.push([r.second, r.n])
+        }
+        for (const [key, [v, release]] of taken) {
+          release()
+          absorb(v, byKey.get(key) ?? [], second, at)
+        }
+      })
+
     /** Writes every key's pending hits in one statement and reads their windows back. */
-    const flush = Effect.gen(function*() {
+    const flush = Effect.suspend(() => {
       const batch: Array<{ key: string; second: number; n: number }> = []
-      const keys: Array<string> = []
+      const taken = new Map<string, readonly [KeyView, () => void]>()
       let longest = 0
       for (const [key, v] of views) {
         if (v.pending.size === 0) continue
-        keys.push(key)
         longest = Math.max(longest, v.window)
         for (const [second, n] of v.pending) batch.push({ key, second, n })
-        for (const [second, n] of v.pending) v.inflight.set(second, (v.inflight.get(second) ?? 0) + n)
-        v.pending = new Map()
+        taken.set(key, [v, takePending(v)])
       }
-      if (batch.length === 0) return
-      const at = performance.now()
-      const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-      yield* sql`INSERT INTO rate_buckets ${sql.insert(batch.map((b) => ({ bucket_key: b.key, second: b.second, n: b.n })))}
-        ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
-      const rows = yield* keyedBucketRows(sql`
-        SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", keys)} AND second > ${second - longest}`)
-      const byKey = new Map<string, Array<readonly [number, number]>>()
-      for (const r of rows) {
-        let l = byKey.get(r.bucketKey)
-        if (!l) byKey.set(r.bucketKey, l = [])
-        l.push([r.second, r.n])
-      }
-      for (const key of keys) {
-        const v = views.get(key)
-        if (!v) continue
-        const window = v.window
-        v.synced = (byKey.get(key) ?? []).filter(([s]) => s > second - window)
-        v.inflight = new Map()
-        v.syncedAt = at
-      }
+      if (batch.length === 0) return Effect.void
+      return Effect.ensuring(
+        writeAndRead(batch, taken, longest),
+        Effect.sync(() => taken.forEach(([, release]) => release()))
+      )
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; those hits go uncounted", cause))
     )
-
     const tick = Effect.async<void>((resume) => {
       const t = setTimeout(() => resume(Effect.void), SQL_LIMITER_FLUSH_MS)
       return Effect.sync(() => clearTimeout(t))
@@ -242,17 +277,28 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
 
     /** The exact path: this hit and the key's pending ones, with the window read back. */
     const exact = (key: string, limit: number, windowSeconds: number, cost: number, second: number) =>
+      Effect.suspend(() => {
+        const v = views.get(key)
+        const pending = v ? [...v.pending] : []
+        const release = v && pending.length > 0 ? takePending(v) : () => {}
+        return Effect.ensuring(exactHit(key, limit, windowSeconds, cost, second, pending, release), Effect.sync(release))
+      }).pipe(Effect.orDie)
+    const exactHit = (
+      key: string,
+      limit: number,
+      windowSeconds: number,
+      cost: number,
+      second: number,
+      pending: ReadonlyArray<readonly [number, number]>,
+      release: () => void
+    ) =>
       Effect.gen(function*() {
         const since = second - windowSeconds
         if (++calls % 5_000 === 0) {
           yield* Effect.ignore(sql`DELETE FROM rate_buckets WHERE second <= ${second - 3600}`)
         }
-        const v = views.get(key)
-        if (v && v.pending.size > 0) {
-          const pending = v.pending
-          v.pending = new Map()
-          for (const [s, n] of pending) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
-          yield* sql`INSERT INTO rate_buckets ${sql.insert([...pending].map(([s, n]) => ({ bucket_key: key, second: s, n })))}
+        if (pending.length > 0) {
+          yield* sql`INSERT INTO rate_buckets ${sql.insert(pending.map(([s, n]) => ({ bucket_key: key, second: s, n })))}
             ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
         }
         const at = performance.now()
@@ -266,6 +312,8 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           SELECT second, n FROM up
           UNION ALL
           SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`)
+        // the read counts this call's pending hits from now on
+        release()
         const buckets = rows.map((r) => [r.second, r.n] as const)
         const used = buckets.reduce((a, [, n]) => a + n, 0)
         if (used <= limit) {
@@ -276,7 +324,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         const undone = buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
         refresh(key, limit, windowSeconds, second, undone, at)
         return verdictOf(limit, second, undone, false, windowSeconds)
-      }).pipe(Effect.orDie)
+      })
 
     return {
       hit: (key: string, limit: number, windowSeconds: number = WINDOW_SECONDS, cost: number = 1): Effect.Effect<Verdict> =>

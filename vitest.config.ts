@@ -1,4 +1,5 @@
 import { defineConfig } from "vitest/config"
+import { LongestFirst } from "./test/sequencer.js"
 
 // Two projects, both run by `npm test`: `unit` (in-process, fast) and `processes`
 // (real child processes: kill -9 loops, several instances on one database, soaks).
@@ -10,8 +11,10 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+    poolOptions: { forks: { maxForks: 3, minForks: 1 } },
     reporters: ["default"],
+    // long files start first: see test/sequencer.ts
+    sequence: { sequencer: LongestFirst },
     // the servers under test log every request; show a test's output only when it fails
     silent: "passed-only",
     projects: [

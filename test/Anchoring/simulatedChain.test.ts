@@ -26,10 +26,11 @@ const demoConfig = (db: TestDatabase) =>
     databaseUrl: db.url,
     dataDir: db.dataDir,
     port: 0,
-    sealInterval: Duration.millis(300),
-    anchorInterval: Duration.seconds(1),
-    otsUpgradeInterval: Duration.millis(300),
-    demoConfirmDelay: Duration.seconds(3)
+    sealInterval: Duration.millis(200),
+    anchorInterval: Duration.millis(500),
+    otsUpgradeInterval: Duration.millis(200),
+    // long enough that the second submission is still pending when the server stops
+    demoConfirmDelay: Duration.millis(1500)
   })
 
 type Server = Awaited<ReturnType<typeof startServer>>

@@ -19,7 +19,7 @@ export interface RequestMetaShape {
   publicCharged?: boolean | undefined
 }
 
-export class RequestMeta extends Context.Tag("Http/RequestMeta")<RequestMeta, RequestMetaShape>() {}
+export class RequestMeta extends Context.Tag("Auth/RequestMeta")<RequestMeta, RequestMetaShape>() {}
 
 const fallback: RequestMetaShape = { requestId: "-", clientIp: "", path: "", rateLimit: undefined }
 

@@ -416,6 +416,8 @@ const decodeToken = (token: Uint8Array): DecodedToken => {
   }
   const eContent = signedData.encapContentInfo.eContent
   if (!eContent) throw new TsaValidationError("token has no encapsulated TSTInfo")
+  // pkijs takes any element there; only an OCTET STRING has the content's bytes.
+  if (!(eContent instanceof asn1js.OctetString)) throw new TsaValidationError("encapsulated TSTInfo is not an OCTET STRING")
   const tstInfoDer = copyBytes(eContent.getValue())
   const tstAsn = parseDer(tstInfoDer, "TSTInfo")
   let tstInfo: pkijs.TSTInfo
@@ -505,8 +507,28 @@ export interface ValidateOptions {
   readonly requireChain: boolean
 }
 
-const errMessage = (e: unknown): string =>
-  e instanceof Error ? e.message : typeof e === "object" && e !== null && "message" in e ? String(e.message) : String(e)
+/** pkijs' own texts for its code 15 ("Error during verification"); any other code 15 wraps an engine's message. */
+const PKIJS_CODE_15 = new Set([
+  "Error during verification: TSTInfo eContent is empty",
+  "Error during verification: TSTInfo wrong ASN.1 schema ",
+  "Error during verification: TSTInfo verification is failed",
+  "Error during verification: Message digest doesn't match"
+])
+
+/**
+ * Why the CMS signature check failed, in words that are the same in every
+ * runtime. pkijs passes WebCrypto's own error text through (code 15, e.g. Node
+ * "Invalid keyData" where Chromium has an empty message), so that text never
+ * reaches the reason: a verifier in the browser and in Node must report the
+ * same input the same way.
+ */
+const cmsFailure = (e: unknown): string => {
+  if (e instanceof pkijs.SignedDataVerifyError && (e.code !== 15 || PKIJS_CODE_15.has(e.message)) && e.message !== "") return e.message
+  if (e instanceof pkijs.SignedDataVerifyError && e.code === 15) {
+    return "CMS signature verification failed: the signer certificate's public key or the signature is malformed"
+  }
+  return "CMS signature verification failed"
+}
 
 /** The signer certificate must carry a CRITICAL EKU whose only purpose is id-kp-timeStamping. */
 const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
@@ -584,6 +606,17 @@ const bigIntOfSignedInteger = (int: asn1js.Integer): bigint => int.toBigInt()
  * failure; returns the parsed details on success.
  */
 export const validateTimeStampToken = async (token: Uint8Array, opts: ValidateOptions): Promise<ValidatedToken> => {
+  try {
+    return await validate(token, opts)
+  } catch (e) {
+    if (e instanceof TsaValidationError) throw e
+    // A token shaped so that the parsers trip (a TypeError and the like): its text
+    // names engine and bundle internals, different in Node and in a browser.
+    throw new TsaValidationError("the token's structure is malformed", { cause: e })
+  }
+}
+
+const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<ValidatedToken> => {
   ensureCryptoEngine()
   const decoded = decodeToken(token)
   const { signedData, tstInfo, tstInfoDer } = decoded
@@ -652,7 +685,7 @@ export const validateTimeStampToken = async (token: Uint8Array, opts: ValidateOp
       result = await verify(false)
     }
   } catch (e) {
-    throw new TsaValidationError(errMessage(e) || "CMS signature verification failed", { cause: e })
+    throw new TsaValidationError(cmsFailure(e), { cause: e })
   } finally {
     signedData.encapContentInfo.eContentType = OID.tstInfo
   }

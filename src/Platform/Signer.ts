@@ -29,6 +29,22 @@ export interface LoadedKey {
   readonly createdAt: string
 }
 
+/**
+ * A new P-256 private key, generated as PEM and read back. A KeyObject straight
+ * from generateKeyPairSync shares its lock with the generation job, and Node 20
+ * can deadlock when a garbage collection frees that job during a JWK export of
+ * the key (seen once: a test process hung for good in ExportJWKEcKey → GC →
+ * ~KeyGenJob → pthread_mutex_lock). A key read from PEM shares nothing with it.
+ */
+export const newP256Key = (): KeyObject =>
+  createPrivateKey(
+    generateKeyPairSync("ec", {
+      namedCurve: "P-256",
+      privateKeyEncoding: { type: "pkcs8", format: "pem" },
+      publicKeyEncoding: { type: "spki", format: "pem" }
+    }).privateKey
+  )
+
 export const publicJwkOf = (key: KeyObject): PublicJwk => {
   const jwk = createPublicKey(key).export({ format: "jwk" }) as { x: string; y: string }
   return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid: jwkThumbprint(jwk.x, jwk.y), x: jwk.x, y: jwk.y }
@@ -62,7 +78,7 @@ export const loadKeys = (dataDir: string): Array<LoadedKey> => {
 export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
   const dir = keyDir(dataDir)
   mkdirSync(dir, { recursive: true, mode: 0o700 })
-  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const privateKey = newP256Key()
   const jwk = publicJwkOf(privateKey)
   const stamp = new Date(nowMillis).toISOString().replace(/[-:]/g, "").slice(0, 15)
   const path = join(dir, `${stamp}-${jwk.kid}.pem`)
@@ -118,7 +134,7 @@ export const layerSignerFromKey = (key: LoadedKey) =>
   )
 
 export const ephemeralKey = (): LoadedKey => {
-  const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const privateKey = newP256Key()
   const jwk = publicJwkOf(privateKey)
   return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(Date.now()) }
 }

@@ -8,7 +8,8 @@
  * and passes only when they agree; a page without WebCrypto says so, checks T0
  * and T2 with noble and reports T1 (RFC 3161 needs WebCrypto) as not verified.
  */
-import { createHash, generateKeyPairSync, sign } from "node:crypto"
+import { createHash, createPublicKey, sign } from "node:crypto"
+import { newP256Key } from "../../src/Platform/Signer.js"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"
@@ -246,7 +247,8 @@ describe.runIf(browserAvailable())("the verification page in Chromium", () => {
   })
 
   it("a bundle forged with the forger's own embedded key fails against the published keys and is never verified without trust inputs", async () => {
-    const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+    const privateKey = newP256Key()
+    const publicKey = createPublicKey(privateKey)
     const jwk = publicKey.export({ format: "jwk" }) as { x: string; y: string }
     const kid = createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x: jwk.x, y: jwk.y })).digest("base64url")
     const registeredAt = "2001-01-01T00:00:00.000000+00:00"

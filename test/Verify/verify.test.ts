@@ -5,7 +5,8 @@
  * built CLI (`node dist/bin.js verify …`) end to end for its exit codes.
  */
 import { execFile } from "node:child_process"
-import { createHash, generateKeyPairSync } from "node:crypto"
+import { createHash, createPublicKey } from "node:crypto"
+import { newP256Key } from "../../src/Platform/Signer.js"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -44,7 +45,7 @@ const shiftMicros = (wire: string, delta: bigint): string => formatMicros(parseM
 
 /** A fresh P-256 public JWK with its RFC 7638 thumbprint as kid. */
 const otherJwk = () => {
-  const { publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const publicKey = createPublicKey(newP256Key())
   const jwk = publicKey.export({ format: "jwk" }) as { x: string; y: string }
   const kid = createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x: jwk.x, y: jwk.y })).digest("base64url")
   return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid, x: jwk.x, y: jwk.y }

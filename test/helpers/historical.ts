@@ -3,7 +3,8 @@
  * `attestd import` tests: an independent P-256 key, the T0 payload
  * `format_version|hash_hex|registered_at`, node:crypto DER signatures.
  */
-import { createHash, generateKeyPairSync, type KeyObject, sign } from "node:crypto"
+import { createHash, createPublicKey, type KeyObject, sign } from "node:crypto"
+import { newP256Key } from "../../src/Platform/Signer.js"
 import { formatMicros } from "../../src/Domain/Time.js"
 
 export interface HistoricalKey {
@@ -12,7 +13,8 @@ export interface HistoricalKey {
 }
 
 export const historicalKey = (): HistoricalKey => {
-  const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+  const privateKey = newP256Key()
+  const publicKey = createPublicKey(privateKey)
   const { x, y } = publicKey.export({ format: "jwk" }) as { x: string; y: string }
   const kid = createHash("sha256").update(JSON.stringify({ crv: "P-256", kty: "EC", x, y })).digest("base64url")
   return { privateKey, jwk: { kty: "EC", crv: "P-256", x, y, kid } }

@@ -9,10 +9,11 @@
  * for failures. Nothing logs keys, tokens, secrets or claim data; as a last
  * guard, anything shaped like an API key or share token is redacted.
  */
-import { Cause, Clock, Context, DefaultServices, FiberId, FiberRef, FiberRefs, HashMap, Layer, List, Logger, LogLevel, type Runtime } from "effect"
+import { Cause, Clock, Context, DefaultServices, FiberId, FiberRef, FiberRefs, HashMap, Layer, List, Logger, LogLevel, Option, type Runtime, Tracer } from "effect"
 
 const SECRET = /\b(atk_(?:live|test)_|shr_)[A-Za-z0-9_-]{8,}/g
-const redact = (s: string): string => s.replace(SECRET, "$1[redacted]")
+/** Redacts anything shaped like an API key or a share token (a line per request: most strings have neither prefix). */
+const redact = (s: string): string => s.includes("atk_") || s.includes("shr_") ? s.replace(SECRET, "$1[redacted]") : s
 
 const LEVELS: Record<string, LogLevel.LogLevel> = {
   all: LogLevel.All,
@@ -64,10 +65,19 @@ export const batchedLines = (out: NodeJS.WritableStream): (line: string) => void
   }
 }
 
+/**
+ * A line writer that skips Effect's logger record: level, message and plain
+ * annotations in, the same JSON line out. Registered for each JSON logger, so
+ * `directLogger` (the access log, a line per request) need not build a HashMap
+ * of annotations, an ISO date and a spans list only to take them apart again.
+ */
+type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, date: Date) => void
+const directLines = new WeakMap<Logger.Logger<unknown, void>, DirectLine>()
+
 /** One JSON object per line on `out` (stdout for serve; stderr for commands whose stdout is data). */
 export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
   const write = batchedLines(out)
-  return Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
+  const logger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
     const entry: Record<string, unknown> = {
       time: date.toISOString(),
       level: logLevel.label.toLowerCase(),
@@ -79,25 +89,47 @@ export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
     for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
     write(JSON.stringify(entry) + "\n")
   })
+  directLines.set(logger, (logLevel, message, annotations, date) => {
+    const entry: Record<string, unknown> = {
+      time: date.toISOString(),
+      level: logLevel.label.toLowerCase(),
+      message: redact(message)
+    }
+    for (const record of annotations) for (const k in record) if (!(k in entry)) entry[k] = plain(record[k])
+    write(JSON.stringify(entry) + "\n")
+  })
+  return logger
 }
 
 /**
  * Logs through a runtime's loggers and minimum level without running a fiber
  * (what `Effect.log` does inside one): for the access log, a line per request
- * written from a node:http callback.
+ * written from a node:http callback. The JSON logger takes its direct line;
+ * the tracer's logger is skipped when the runtime has no span (it would
+ * return at once); any other logger gets the usual record.
  */
 export const directLogger = (runtime: Runtime.Runtime<never>) => {
   const refs = runtime.fiberRefs
-  const loggers = FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)
   const minimum = FiberRefs.getOrDefault(refs, FiberRef.currentMinimumLogLevel)
   const base = FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations)
+  const baseRecord: Record<string, unknown> = Object.fromEntries(HashMap.toEntries(base))
   const clock = Context.get(FiberRefs.getOrDefault(refs, DefaultServices.currentServices), Clock.Clock)
+  const hasSpan = Option.isSome(Context.getOption(FiberRefs.getOrDefault(refs, FiberRef.currentContext), Tracer.ParentSpan))
+  const direct: Array<DirectLine> = []
+  const others: Array<Logger.Logger<unknown, unknown>> = []
+  for (const logger of FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)) {
+    const line = directLines.get(logger)
+    if (line) direct.push(line)
+    else if (logger !== Logger.tracerLogger || hasSpan) others.push(logger)
+  }
   return (logLevel: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): void => {
     if (LogLevel.greaterThan(minimum, logLevel)) return
+    const date = new Date(clock.unsafeCurrentTimeMillis())
+    for (const line of direct) line(logLevel, message, [annotations, baseRecord], date)
+    if (others.length === 0) return
     let all = base
     for (const k in annotations) all = HashMap.set(all, k, annotations[k])
-    const date = new Date(clock.unsafeCurrentTimeMillis())
-    for (const logger of loggers) {
+    for (const logger of others) {
       logger.log({ fiberId: FiberId.none, logLevel, message, cause: Cause.empty, context: refs, spans: List.empty(), annotations: all, date })
     }
   }

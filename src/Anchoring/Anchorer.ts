@@ -163,7 +163,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
             upgradeSubmission(day, s).pipe(
               Effect.map((r) => ({ s, ...r })),
               Effect.catchAll((e) =>
-                Effect.as(Effect.logWarning(`upgrade from ${s.calendarUrl} failed: ${String((e as any).message ?? e)}`), undefined)
+                Effect.as(Effect.logWarning(`upgrade from ${s.calendarUrl} failed: ${e.message}`), undefined)
               )
             ),
           { concurrency: "unbounded" }

@@ -14,7 +14,7 @@
  * another hash is a conflict for that line.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import type { KeyObject } from "node:crypto"
 import { accessSync, constants, createReadStream, statSync } from "node:fs"
 import { createInterface } from "node:readline"
@@ -24,8 +24,8 @@ import { HASH_HEX_PATTERN } from "../Domain/HashHex.js"
 import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
 import { formatMillis, parseMicros } from "../Domain/Time.js"
 import { jwkToKeyObject, verifyT0 } from "../Platform/T0Node.js"
-import type { Attestation } from "./Domain.js"
-import { toAttestation } from "./Repo.js"
+import { column, DbInt, decodeRows } from "../Platform/Rows.js"
+import { type Attestation, AttestationRow } from "./Domain.js"
 
 export type ImportErrorCode = "INVALID_LINE" | "INVALID_SIGNATURE" | "CONFLICT" | "STORE_ERROR"
 
@@ -184,9 +184,9 @@ const conflictFor = (a: Attestation, r: ImportRecord, diff: ReadonlyArray<string
 
 type Outcome = { readonly _tag: "imported"; readonly kid: string } | { readonly _tag: "existing" } | { readonly _tag: "failed"; readonly error: ImportLineError }
 
-interface AttestationRowLike {
-  readonly hash_hex: string
-}
+const attestationRows = decodeRows(AttestationRow)
+const legacyHolderRows = decodeRows(Schema.Struct({ legacyId: column("legacy_id", DbInt), hashHex: column("hash_hex", Schema.String) }))
+const insertedHashRows = decodeRows(Schema.Struct({ hashHex: column("hash_hex", Schema.String) }))
 
 /** Stores checked records in one transaction; one outcome per record, in order. */
 const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
@@ -195,16 +195,15 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     const hashes = [...new Set(records.map((r) => r.hashHex))]
     const stored = new Map<string, Attestation>()
-    for (const row of yield* sql<any>`SELECT * FROM attestations WHERE ${sql.in("hash_hex", hashes)}`) {
-      const a = toAttestation(row)
+    for (const a of yield* attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", hashes)}`)) {
       stored.set(a.hashHex, a)
     }
     const legacyIds = [...new Set(records.flatMap((r) => (r.legacyId === null ? [] : [r.legacyId])))]
     const legacyHolder = new Map<number, string>()
     if (legacyIds.length > 0) {
-      for (const row of yield* sql<{ legacy_id: number | string; hash_hex: string; id: string }>`
-        SELECT legacy_id, hash_hex, id FROM attestations WHERE ${sql.in("legacy_id", legacyIds)}`) {
-        legacyHolder.set(Number(row.legacy_id), row.hash_hex)
+      for (const row of yield* legacyHolderRows(sql`
+        SELECT legacy_id, hash_hex FROM attestations WHERE ${sql.in("legacy_id", legacyIds)}`)) {
+        legacyHolder.set(row.legacyId, row.hashHex)
       }
     }
     const outcomes: Array<Outcome> = []
@@ -260,16 +259,15 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
         format_version: r.formatVersion,
         legacy_id: r.legacyId
       }))
-      const rows = yield* sql<AttestationRowLike>`INSERT INTO attestations ${sql.insert(part)}
-        ON CONFLICT (hash_hex) DO NOTHING RETURNING hash_hex`
-      for (const row of rows) inserted.add(row.hash_hex)
+      const rows = yield* insertedHashRows(sql`INSERT INTO attestations ${sql.insert(part)}
+        ON CONFLICT (hash_hex) DO NOTHING RETURNING hash_hex`)
+      for (const row of rows) inserted.add(row.hashHex)
     }
     // A hash attested through the API between our read and our insert: compare with what won.
     const lost = toInsert.filter((r) => !inserted.has(r.hashHex))
     if (lost.length > 0) {
       const winners = new Map<string, Attestation>()
-      for (const row of yield* sql<any>`SELECT * FROM attestations WHERE ${sql.in("hash_hex", lost.map((r) => r.hashHex))}`) {
-        const a = toAttestation(row)
+      for (const a of yield* attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", lost.map((r) => r.hashHex))}`)) {
         winners.set(a.hashHex, a)
       }
       records.forEach((r, i) => {

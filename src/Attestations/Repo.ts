@@ -6,16 +6,15 @@ import type { AttestationRef } from "../Domain/AttestationId.js"
 import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { type Attestation, AttestationRow, type Claim, ClaimRow, Level } from "./Domain.js"
 
-/** Decodes one raw `attestations` row (a row that does not match is a bug: this throws). */
-export const toAttestation = Schema.decodeUnknownSync(AttestationRow)
-
+/** Row decoders (a row that does not match its schema is a bug: a defect). */
 const attestationRows = decodeRows(AttestationRow)
 const claimRows = decodeRows(ClaimRow)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
 
 export const newEtag = (): string => randomBytes(12).toString("hex")
 
-export interface NewAttestationRow {
+/** Rows to insert (type aliases, not interfaces: `sql.insert` takes records). */
+export type NewAttestationRow = {
   readonly id: string
   readonly hash_hex: string
   readonly registered_at: string
@@ -24,7 +23,7 @@ export interface NewAttestationRow {
   readonly format_version: string
 }
 
-export interface NewClaimRow {
+export type NewClaimRow = {
   readonly attestation_seq: number
   readonly api_key_id: string
   readonly org_id: string | null
@@ -80,7 +79,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const insertIfAbsent = (rows: ReadonlyArray<NewAttestationRow>) =>
       Effect.map(
         Effect.forEach(chunks(rows), (part) =>
-          attestationRows(sql`INSERT INTO attestations ${sql.insert(part as Array<any>)}
+          attestationRows(sql`INSERT INTO attestations ${sql.insert(part)}
             ON CONFLICT (hash_hex) DO NOTHING RETURNING *`)),
         (parts) => parts.flat()
       )
@@ -90,7 +89,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       Effect.map(
         Effect.forEach(chunks(rows), (part) =>
           claimRows(sql`INSERT INTO claims ${
-            sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })) as Array<any>)
+            sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })))
           } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING *`)),
         (parts) => parts.flat()
       )

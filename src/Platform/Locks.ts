@@ -4,7 +4,10 @@
  * process, so the job just runs.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { decodeRows } from "./Rows.js"
+
+const decodeLocked = decodeRows(Schema.Struct({ locked: Schema.Boolean }))
 
 /** Runs `effect` only if this instance holds the named Postgres session lock; SQLite runs it directly. */
 export const exclusively = <A, E, R>(lockId: number, effect: Effect.Effect<A, E, R>) =>
@@ -14,9 +17,8 @@ export const exclusively = <A, E, R>(lockId: number, effect: Effect.Effect<A, E,
     if (!isPg) return Option.some(yield* effect)
     return yield* Effect.scoped(Effect.gen(function*() {
       const conn = yield* Effect.orDie(sql.reserve)
-      const rows = yield* Effect.orDie(conn.executeRaw(`SELECT pg_try_advisory_lock(${lockId}) AS locked`, []))
-      const locked = (rows as any)?.rows?.[0]?.locked ?? (rows as any)?.[0]?.locked
-      if (locked !== true) return Option.none<A>()
+      const [row] = yield* decodeLocked(conn.execute(`SELECT pg_try_advisory_lock(${lockId}) AS locked`, [], undefined)).pipe(Effect.orDie)
+      if (row?.locked !== true) return Option.none<A>()
       yield* Effect.addFinalizer(() => Effect.ignore(conn.executeRaw(`SELECT pg_advisory_unlock(${lockId})`, [])))
       return Option.some(yield* effect)
     }))

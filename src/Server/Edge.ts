@@ -3,7 +3,7 @@
  * client addresses, public rate limits, and the mapping of every failure
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
-import { Headers, HttpApi, HttpApiBuilder, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Either, Option } from "effect"
 import { randomUUID } from "node:crypto"
@@ -144,16 +144,16 @@ export const failureError = (
   Effect.gen(function*() {
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
-      const e = failure.value as any
+      const e = failure.value
       if (Errors.isApiError(e)) return e
-      if (e?._tag === "HttpApiDecodeError") return validationErrorFromIssues(e.issues ?? [])
+      if (e instanceof HttpApiError.HttpApiDecodeError) return validationErrorFromIssues(e.issues)
       if (HttpServerError.isServerError(e) && e._tag === "RouteNotFound") {
         return notFoundOrMethod(routes, e.request.method, e.request.url)
       }
     }
     const defect = Cause.dieOption(cause)
     if (Option.isSome(defect)) {
-      const d = defect.value as any
+      const d = defect.value
       if (HttpServerError.isServerError(d) && d._tag === "RequestError") {
         return isBodyTooLarge(d)
           ? new Errors.PayloadTooLarge({ message: "request body exceeds the size limit of this route" })

@@ -9,14 +9,18 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
-//                      (default: baseline, floor, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
+//                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
 //   BENCH_FLOOR_HASHES hashes per floor measurement (20000): scripts/bench/floor.mjs measures, in this
 //                      process, signing with a parsed key, a group-committed insert of 64 rows per
 //                      transaction on each store and an indexed lookup; the report sets each
 //                      scenario's server CPU per request beside that floor plus the bare POST's
+//   BENCH_COSTS_OPS    operations per cost measurement (5000): scripts/bench/costs.mjs measures, in this
+//                      process over the compiled service, what a request's parts cost (a fiber, a
+//                      statement through @effect/sql beside the driver, a row decode with and without
+//                      its renames, an access-log line), the figures README's performance section cites
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
@@ -89,6 +93,7 @@ const results = []
 const profiles = {}
 let merkle
 let floor
+let costs
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -103,6 +108,13 @@ const SECTIONS = [
     run: async () => {
       const { benchFloor } = await import(new URL("./bench/floor.mjs", import.meta.url).href)
       floor = await benchFloor({ hashes: envInt("BENCH_FLOOR_HASHES", 20_000), log })
+    }
+  },
+  {
+    name: "costs",
+    run: async () => {
+      const { benchCosts } = await import(new URL("./bench/costs.mjs", import.meta.url).href)
+      costs = await benchCosts({ dist: buildDir, ops: envInt("BENCH_COSTS_OPS", 5000), log })
     }
   },
   {
@@ -370,6 +382,7 @@ const main = async () => {
     profiles,
     merkle: merkle ?? null,
     floor: floor ?? null,
+    costs: costs ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

@@ -6,8 +6,9 @@
 //   statement    one SELECT by hash_hex through @effect/sql (the service's SqlClient, raw rows),
 //                beside the same statement through better-sqlite3 on the same database file
 //   findByHash   AttestationRepo.findByHash: the statement and its row decoded by schema
-//   row decode   one attestations row through AttestationRow, beside the same checks on a
-//                struct without the snake_case → camelCase renames
+//   row decode   one attestations row through Effect's decoder of AttestationRow, through the
+//                repositories' decoder (decodeRows: the columns checked, then the keys renamed),
+//                and through Effect's decoder of the same checks without the renames
 //   log line     one access-log line through directLogger and the JSON logger (to a sink),
 //                beside JSON.stringify of the same line
 //
@@ -48,7 +49,7 @@ export const benchCosts = async ({ dist, ops = 5000, log }) => {
   const { AttestationRow, Level } = await load("Attestations/Domain.js")
   const { AttestationId, newAttestationId } = await load("Domain/AttestationId.js")
   const { HashHex } = await load("Domain/HashHex.js")
-  const { DbInt } = await load("Platform/Rows.js")
+  const { DbInt, renamingRowsDecoder } = await load("Platform/Rows.js")
   const { directLogger, jsonLoggerTo } = await load("Platform/Logging.js")
 
   const dir = mkdtempSync(path.join(os.tmpdir(), "attestd-costs-"))
@@ -89,6 +90,8 @@ export const benchCosts = async ({ dist, ops = 5000, log }) => {
       legacy_id: nullOr(DbInt)
     })))
     const rowDecode = await cpuPerOp(ops * 4, () => decodeRow([row]))
+    const decodeRenaming = renamingRowsDecoder(AttestationRow)
+    const rowDecodeRepo = await cpuPerOp(ops * 4, () => Effect.runSync(decodeRenaming([row])))
     const rowDecodeNoRenames = await cpuPerOp(ops * 4, () => noRenames([row]))
 
     const sink = new Writable({ write: (_chunk, _encoding, callback) => callback() })
@@ -99,12 +102,12 @@ export const benchCosts = async ({ dist, ops = 5000, log }) => {
     const stringify = await cpuPerOp(ops * 4, () => JSON.stringify({ time: new Date().toISOString(), level: "info", message: "request", ...annotations }))
     await logRuntime.dispose()
 
-    const out = { fiber, statement, driver, findByHash, rowDecode, rowDecodeNoRenames, logLine, stringify }
+    const out = { fiber, statement, driver, findByHash, rowDecode, rowDecodeRepo, rowDecodeNoRenames, logLine, stringify }
     const f = (x) => `${x.toFixed(1)} µs`
     log(`  fiber (small program, run to completion): ${f(fiber)}`)
     log(`  statement through @effect/sql: ${f(statement)}; through better-sqlite3: ${f(driver)} (${(statement / driver).toFixed(1)}×)`)
     log(`  AttestationRepo.findByHash (statement + row decode): ${f(findByHash)}`)
-    log(`  row decode (AttestationRow): ${f(rowDecode)}; the same checks without renames: ${f(rowDecodeNoRenames)}`)
+    log(`  row decode (AttestationRow): Effect's decoder ${f(rowDecode)}; the repositories' (decodeRows) ${f(rowDecodeRepo)}; Effect's without the renames ${f(rowDecodeNoRenames)}`)
     log(`  access-log line (directLogger + JSON logger): ${f(logLine)}; JSON.stringify of it: ${f(stringify)}`)
     return out
   } finally {

@@ -7,7 +7,11 @@ export const formatMicros = (micros: bigint): string => {
   return `${iso.slice(0, 19)}.${String(sub).padStart(6, "0")}+00:00`
 }
 
-export const formatMillis = (millis: number): string => formatMicros(BigInt(Math.trunc(millis)) * 1000n)
+/** A millisecond instant in the wire format (microseconds 000): no bigint on this path, a response formats one per request. */
+export const formatMillis = (millis: number): string => {
+  const whole = Math.trunc(millis)
+  return whole >= 0 ? `${new Date(whole).toISOString().slice(0, 23)}000+00:00` : formatMicros(BigInt(whole) * 1000n)
+}
 
 export const nanosToMicros = (nanos: bigint): bigint => nanos / 1000n
 

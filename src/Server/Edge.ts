@@ -5,7 +5,7 @@
  */
 import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Either, Option } from "effect"
+import { Cause, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
 import { CurrentPrincipal } from "../Auth/Api.js"
@@ -130,7 +130,8 @@ export const bodyScanError = (text: string): Errors.ValidationError | undefined 
     })
 }
 
-const isBodyTooLarge = (defect: unknown): boolean => /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String((defect as any)?.cause ?? defect))
+const isBodyTooLarge = (defect: unknown): boolean =>
+  /max(imum)?[ _-]?(body|bytes)|too large|exceed/i.test(String(Predicate.hasProperty(defect, "cause") && defect.cause != null ? defect.cause : defect))
 
 /**
  * The API error for a failed request: typed errors as they are, decode errors
@@ -387,4 +388,4 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
           : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)
       )
     )
-  }) as any
+  })

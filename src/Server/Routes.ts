@@ -61,7 +61,7 @@ export const apiRoutes = (): ReadonlyArray<Route> => {
         method: endpoint.method,
         path: endpoint.path,
         ...compile(endpoint.path),
-        keyed: middleware.has(Authentication as any),
+        keyed: [...middleware].some((m) => m.key === Authentication.key),
         scopes: scopesOf(mergedAnnotations)
       })
     }

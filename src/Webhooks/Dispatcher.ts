@@ -16,7 +16,7 @@ import * as Metrics from "../Platform/Metrics.js"
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Clock, Context, Duration, Effect, Layer, Queue } from "effect"
 import type { LookupFunction } from "node:net"
-import { lookup as dnsLookup } from "node:dns"
+import { lookup as dnsLookup, type LookupAddress } from "node:dns"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
 import { exclusively } from "../Platform/Locks.js"
@@ -42,13 +42,14 @@ const FAN_OUT_LOCK = 727005
 
 /** A lookup that refuses non-public addresses, so the address checked is the address connected to. */
 export const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return (callback as any)(err)
-    const list = addresses as unknown as Array<{ address: string; family: number }>
+  // node:net calls a lookup with `all` set or not, and its callback takes the list or one address accordingly
+  const done = callback as unknown as (err: Error | null, address?: string | ReadonlyArray<LookupAddress>, family?: number) => void
+  dnsLookup(hostname, { ...options, all: true }, (err, list) => {
+    if (err) return done(err)
     const bad = list.find((a) => !isPublicAddress(a.address))
-    if (bad) return (callback as any)(new Error(`refusing non-public address ${bad.address} for ${hostname}`))
-    if ((options as any).all) return (callback as any)(null, list)
-    return (callback as any)(null, list[0]!.address, list[0]!.family)
+    if (bad) return done(new Error(`refusing non-public address ${bad.address} for ${hostname}`))
+    if ("all" in options && options.all === true) return done(null, list)
+    return done(null, list[0]!.address, list[0]!.family)
   })
 }
 

@@ -1,0 +1,17 @@
+/** The wire format of instants: formatMillis agrees with formatMicros, and parseMicros reads both back. */
+import fc from "fast-check"
+import { describe, expect, it } from "vitest"
+import { formatMicros, formatMillis, parseMicros } from "../../src/Domain/Time.js"
+
+describe("wire time", () => {
+  it("formatMillis is formatMicros of the same instant, and parseMicros reads it back", () => {
+    // 0 to year 9999 (the wire format has four year digits), fractions truncated as before
+    fc.assert(fc.property(fc.double({ min: 0, max: 253_402_300_799_999, noNaN: true }), (millis) => {
+      const micros = BigInt(Math.trunc(millis)) * 1000n
+      expect(formatMillis(millis)).toBe(formatMicros(micros))
+      expect(parseMicros(formatMillis(millis))).toBe(micros)
+    }), { numRuns: 2000 })
+    expect(formatMillis(0)).toBe("1970-01-01T00:00:00.000000+00:00")
+    expect(formatMillis(Date.UTC(2026, 10, 23, 7, 5, 9, 42))).toBe("2026-11-23T07:05:09.042000+00:00")
+  })
+})

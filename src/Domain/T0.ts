@@ -29,7 +29,7 @@ export interface PublicJwk {
   readonly kid: string
   readonly x: string
   readonly y: string
-  readonly use?: "sig"
+  readonly use?: "sig" | undefined
 }
 
 /** RFC 7638 JWK thumbprint (SHA-256, Base64URL): a key id anyone can recompute from the key. */

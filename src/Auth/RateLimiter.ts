@@ -126,6 +126,13 @@ export const SQL_LIMITER_FLUSH_MS = 100
 /** The share of a key's remaining allowance (at its last sync) an instance may admit before syncing again. */
 export const SQL_LIMITER_LOCAL_SHARE = 0.1
 
+/** Pending hits taken for one write (second, count), and what releases them from flight. */
+interface Taken {
+  readonly hits: ReadonlyArray<readonly [number, number]>
+  readonly release: () => void
+}
+const NOTHING_TAKEN: Taken = { hits: [], release: () => {} }
+
 interface KeyView {
   window: number
   /** All instances' admitted hits in the window as the database held them at the last sync: second → count. */
@@ -181,17 +188,18 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       return [...m].sort((a, b) => a[0] - b[0])
     }
     /**
-     * Moves a view's pending hits in flight for one write, and returns what
-     * releases them from it: call it once that write's read has come back
-     * (the read counts them from then on) or the write failed (they go
-     * uncounted). Concurrent writes on one key each release only their own.
+     * Moves a view's pending hits in flight for one write: returns them (second,
+     * count) and what releases them from flight. Call `release` once that write's
+     * read has come back (the read counts them from then on) or the write failed
+     * (they go uncounted). Concurrent writes on one key each release only their own.
      */
-    const takePending = (v: KeyView): () => void => {
+    const takePending = (v: KeyView | undefined): Taken => {
+      if (v === undefined || v.pending.size === 0) return NOTHING_TAKEN
       const taken = v.pending
       v.pending = new Map()
       for (const [s, n] of taken) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
       let released = false
-      return () => {
+      const release = () => {
         if (released) return
         released = true
         for (const [s, n] of taken) {
@@ -200,6 +208,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           else v.inflight.delete(s)
         }
       }
+      return { hits: [...taken], release }
     }
     /**
      * Folds a read of the database into a view. Reads of one key run
@@ -257,8 +266,9 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       for (const [key, v] of views) {
         if (v.pending.size === 0) continue
         longest = Math.max(longest, v.window)
-        for (const [second, n] of v.pending) batch.push({ key, second, n })
-        taken.set(key, [v, takePending(v)])
+        const { hits, release } = takePending(v)
+        for (const [second, n] of hits) batch.push({ key, second, n })
+        taken.set(key, [v, release])
       }
       if (batch.length === 0) return Effect.void
       return Effect.ensuring(
@@ -278,10 +288,8 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
     /** The exact path: this hit and the key's pending ones, with the window read back. */
     const exact = (key: string, limit: number, windowSeconds: number, cost: number, second: number) =>
       Effect.suspend(() => {
-        const v = views.get(key)
-        const pending = v ? [...v.pending] : []
-        const release = v && pending.length > 0 ? takePending(v) : () => {}
-        return Effect.ensuring(exactHit(key, limit, windowSeconds, cost, second, pending, release), Effect.sync(release))
+        const { hits, release } = takePending(views.get(key))
+        return Effect.ensuring(exactHit(key, limit, windowSeconds, cost, second, hits, release), Effect.sync(release))
       }).pipe(Effect.orDie)
     const exactHit = (
       key: string,

@@ -74,15 +74,18 @@ export const batchedLines = (out: NodeJS.WritableStream): (line: string) => void
 type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, date: Date) => void
 const directLines = new WeakMap<Logger.Logger<unknown, void>, DirectLine>()
 
+/** The fields every JSON line starts with; annotations follow, never overwriting them. */
+const entryOf = (date: Date, logLevel: LogLevel.LogLevel, text: string): Record<string, unknown> => ({
+  time: date.toISOString(),
+  level: logLevel.label.toLowerCase(),
+  message: redact(text)
+})
+
 /** One JSON object per line on `out` (stdout for serve; stderr for commands whose stdout is data). */
 export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
   const write = batchedLines(out)
   const logger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
-    const entry: Record<string, unknown> = {
-      time: date.toISOString(),
-      level: logLevel.label.toLowerCase(),
-      message: redact(textOf(message))
-    }
+    const entry = entryOf(date, logLevel, textOf(message))
     for (const [k, v] of HashMap.toEntries(annotations)) if (!(k in entry)) entry[k] = plain(v)
     if (!Cause.isEmpty(cause)) entry.cause = redact(Cause.pretty(cause, { renderErrorCause: true }))
     const now = date.getTime()
@@ -90,11 +93,7 @@ export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
     write(JSON.stringify(entry) + "\n")
   })
   directLines.set(logger, (logLevel, message, annotations, date) => {
-    const entry: Record<string, unknown> = {
-      time: date.toISOString(),
-      level: logLevel.label.toLowerCase(),
-      message: redact(message)
-    }
+    const entry = entryOf(date, logLevel, message)
     for (const record of annotations) for (const k in record) if (!(k in entry)) entry[k] = plain(record[k])
     write(JSON.stringify(entry) + "\n")
   })

@@ -523,11 +523,11 @@ const PKIJS_CODE_15 = new Set([
  * same input the same way.
  */
 const cmsFailure = (e: unknown): string => {
-  if (e instanceof pkijs.SignedDataVerifyError && (e.code !== 15 || PKIJS_CODE_15.has(e.message)) && e.message !== "") return e.message
-  if (e instanceof pkijs.SignedDataVerifyError && e.code === 15) {
+  if (!(e instanceof pkijs.SignedDataVerifyError)) return "CMS signature verification failed"
+  if (e.code === 15 && !PKIJS_CODE_15.has(e.message)) {
     return "CMS signature verification failed: the signer certificate's public key or the signature is malformed"
   }
-  return "CMS signature verification failed"
+  return e.message === "" ? "CMS signature verification failed" : e.message
 }
 
 /** The signer certificate must carry a CRITICAL EKU whose only purpose is id-kp-timeStamping. */

@@ -9,7 +9,7 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
@@ -22,6 +22,10 @@
 //                      statement through @effect/sql beside the driver, a row decode with and without
 //                      its renames, an access-log line), the figures README's performance section cites
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
+//   BENCH_ONLY=instructions  instructions per request counted by callgrind (valgrind), for A/B of code
+//                      changes where a load run's ±15% hides a few percent (scripts/bench/instructions.mjs):
+//                      BENCH_IR_SCENARIOS (verify,attest-new), BENCH_IR_REQUESTS (3000), BENCH_IR_WARMUP
+//                      (3000), BENCH_IR_CONNECTIONS (10); opt-in, a few minutes
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
 //                      (min(BENCH_DURATION, 5)); prints top self-time functions
@@ -94,6 +98,7 @@ const profiles = {}
 let merkle
 let floor
 let costs
+let instructions
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -135,6 +140,20 @@ const SECTIONS = [
       serveArgs,
       log
     }))
+  },
+  {
+    name: "instructions",
+    optIn: true,
+    run: async () => {
+      const { benchInstructions } = await import(new URL("./bench/instructions.mjs", import.meta.url).href)
+      instructions = await benchInstructions({
+        scenarios: envList("BENCH_IR_SCENARIOS", ["verify", "attest-new"]),
+        requests: envInt("BENCH_IR_REQUESTS", 3000),
+        warmup: envInt("BENCH_IR_WARMUP", 3000),
+        connections: envInt("BENCH_IR_CONNECTIONS", 10),
+        log
+      })
+    }
   },
   {
     name: "merkle",
@@ -322,6 +341,11 @@ const report = () => {
     lines.push("  inclusive time of attestd's own functions (dist/):")
     lines.push(table(["incl ms", "% busy", "function"], profile.ownInclusive.map((f) => [fmt(f.ms), fmt(f.pctOfBusy, 1), f.name]), { right: [0, 1] }).replace(/^/gm, "  "))
   }
+  if (instructions?.rows?.length > 0) {
+    lines.push("")
+    lines.push(`instructions per request (callgrind, SQLite, ${instructions.requests} requests after ${instructions.warmup}, ${instructions.connections} connections; every thread of the server):`)
+    lines.push(table(["scenario", "requests", "non2xx", "k instr/req"], instructions.rows.map((r) => [r.scenario, String(r.requests), String(r.non2xx), fmt(r.irPerRequest / 1000)]), { right: [1, 2, 3] }))
+  }
   if (Array.isArray(merkle)) {
     lines.push("")
     lines.push("merkle:")
@@ -383,6 +407,7 @@ const main = async () => {
     merkle: merkle ?? null,
     floor: floor ?? null,
     costs: costs ?? null,
+    instructions: instructions ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

@@ -12,7 +12,7 @@
  * TEST_DATABASE_URL (Postgres admin URL, default postgres://postgres@127.0.0.1:5432/test),
  * KILL_LOOP_KEEP=1 keeps the databases for inspection.
  *
- * Each iteration starts `node dist/bin.js serve`, attests batches of fresh
+ * Each iteration starts `node dist/cli.mjs serve`, attests batches of fresh
  * hashes from 3 client loops, SIGKILLs the server after a random delay and
  * checks the T1 invariants straight from the database. After the last
  * iteration the server is restarted until nothing is left at T0, and every
@@ -31,7 +31,7 @@ import { fileURLToPath } from "node:url"
 
 const require = createRequire(import.meta.url)
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
-const BIN = join(ROOT, "dist", "bin.js")
+const BIN = join(ROOT, "dist", "cli.mjs")
 const ITERATIONS = Number(process.env.KILL_LOOP_ITERATIONS ?? 50)
 const STORES = (process.env.KILL_LOOP_STORES ?? "sqlite,pg").split(",").map((s) => s.trim()).filter(Boolean)
 const SEAL_INTERVAL = process.env.KILL_LOOP_SEAL_INTERVAL ?? "200ms"
@@ -358,7 +358,7 @@ const runStore = async (kind) => {
 }
 
 if (!existsSync(BIN)) {
-  console.error(`${BIN} is missing: run npx tsc -p tsconfig.build.json first`)
+  console.error(`${BIN} is missing: run npm run build first`)
   process.exit(2)
 }
 let ok = true

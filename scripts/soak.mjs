@@ -31,7 +31,7 @@ import { fileURLToPath } from "node:url"
 import pg from "pg"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
-const BIN = join(ROOT, "dist", "bin.js")
+const BIN = join(ROOT, "dist", "cli.mjs")
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const hex32 = () => randomBytes(32).toString("hex")
 

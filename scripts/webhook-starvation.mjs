@@ -19,7 +19,7 @@
  * delivery arrived, and the most it ever held open at once.
  *
  * Usage: npm run build && node scripts/webhook-starvation.mjs [--db sqlite|pg]
- *          [--bin path/to/dist/bin.js] [--webhooks 10] [--events 80]
+ *          [--bin path/to/dist/cli.mjs] [--webhooks 10] [--events 80]
  *          [--samples 3] [--gap 5] [--max-wait 900]
  * --bin runs another build with the same method (e.g. an old main exported
  * with `git archive <commit> | tar -x -C DIR`, built there).
@@ -42,7 +42,7 @@ const opt = (name, def) => {
   const i = args.indexOf(`--${name}`)
   return i >= 0 ? args[i + 1] : def
 }
-const BIN = resolve(opt("bin", join(ROOT, "dist", "bin.js")))
+const BIN = resolve(opt("bin", join(ROOT, "dist", "cli.mjs")))
 const DB = opt("db", "sqlite")
 const WEBHOOKS = Number(opt("webhooks", "10"))
 const EVENTS = Number(opt("events", "80"))

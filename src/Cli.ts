@@ -228,7 +228,8 @@ const importCommand = Command.make(
     Effect.gen(function*() {
       // Loaded on use, like the server: other commands start without it.
       const { importFile } = yield* Effect.promise(() => import("./Attestations/Import.js"))
-      const report = yield* withDatabase(importFile(file)).pipe(Effect.tapError((e) => Console.error(e.message)))
+      const { AttestationRepo } = yield* Effect.promise(() => import("./Attestations/Repo.js"))
+      const report = yield* withDatabase(Effect.provide(importFile(file), AttestationRepo.Default)).pipe(Effect.tapError((e) => Console.error(e.message)))
       for (const e of report.errors) yield* Console.error(`line ${e.line}: ${e.code} ${e.message}`)
       const shown = report.errors.slice(0, 100)
       yield* Console.log(JSON.stringify({

@@ -25,7 +25,8 @@ import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
 import { formatMillis, parseMicros } from "../Domain/Time.js"
 import { jwkToKeyObject, verifyT0 } from "../Platform/T0Node.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
-import { type Attestation, AttestationRow } from "./Domain.js"
+import type { Attestation } from "./Domain.js"
+import { AttestationRepo } from "./Repo.js"
 
 export type ImportErrorCode = "INVALID_LINE" | "INVALID_SIGNATURE" | "CONFLICT" | "STORE_ERROR"
 
@@ -184,7 +185,6 @@ const conflictFor = (a: Attestation, r: ImportRecord, diff: ReadonlyArray<string
 
 type Outcome = { readonly _tag: "imported"; readonly kid: string } | { readonly _tag: "existing" } | { readonly _tag: "failed"; readonly error: ImportLineError }
 
-const attestationRows = decodeRows(AttestationRow)
 const legacyHolderRows = decodeRows(Schema.Struct({ legacyId: column("legacy_id", DbInt), hashHex: column("hash_hex", Schema.String) }))
 const insertedHashRows = decodeRows(Schema.Struct({ hashHex: column("hash_hex", Schema.String) }))
 
@@ -192,12 +192,11 @@ const insertedHashRows = decodeRows(Schema.Struct({ hashHex: column("hash_hex", 
 const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const repo = yield* AttestationRepo
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     const hashes = [...new Set(records.map((r) => r.hashHex))]
     const stored = new Map<string, Attestation>()
-    for (const a of yield* attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", hashes)}`)) {
-      stored.set(a.hashHex, a)
-    }
+    for (const a of yield* repo.findByHashes(hashes)) stored.set(a.hashHex, a)
     const legacyIds = [...new Set(records.flatMap((r) => (r.legacyId === null ? [] : [r.legacyId])))]
     const legacyHolder = new Map<number, string>()
     if (legacyIds.length > 0) {
@@ -267,9 +266,7 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
     const lost = toInsert.filter((r) => !inserted.has(r.hashHex))
     if (lost.length > 0) {
       const winners = new Map<string, Attestation>()
-      for (const a of yield* attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", lost.map((r) => r.hashHex))}`)) {
-        winners.set(a.hashHex, a)
-      }
+      for (const a of yield* repo.findByHashes(lost.map((r) => r.hashHex))) winners.set(a.hashHex, a)
       records.forEach((r, i) => {
         if (outcomes[i]!._tag !== "imported" || inserted.has(r.hashHex)) return
         const w = winners.get(r.hashHex)!

@@ -4,7 +4,8 @@ import { Clock, Effect, Schema } from "effect"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
-import { KEYS_CHANNEL, KeyCacheRef } from "./KeyCache.js"
+import { announceKeysChanged, KEYS_CHANNEL, KeyCacheRef, keysMarkerOf } from "./KeyCache.js"
+import { currentSqliteFile } from "../Platform/Sql.js"
 
 /** An `api_keys` row as the domain's ApiKey (scopes and allow_ips are JSON text; Postgres BIGINT comes as strings). */
 const ApiKeyRow = Schema.Struct({
@@ -36,6 +37,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const cache = yield* KeyCacheRef
+    const sqliteFile = yield* currentSqliteFile
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     const create = (input: NewKey) =>
@@ -68,13 +70,15 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
     const revoke = (id: string) =>
       Effect.gen(function*() {
         const now = formatMillis(yield* Clock.currentTimeMillis)
-        // On Postgres every instance's key cache hears of it at commit (KeyCache.ts).
+        // On Postgres every instance's key cache hears of it at commit; on SQLite the
+        // server's cache sees the marker beside the database replaced (KeyCache.ts).
         const rows = isPg
           ? yield* sql<{ id: string }>`WITH revoked AS (
               UPDATE api_keys SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL RETURNING id
             ) SELECT id, pg_notify(${KEYS_CHANNEL}, id) FROM revoked`
           : yield* sql<{ id: string }>`UPDATE api_keys SET revoked_at = ${now}
               WHERE id = ${id} AND revoked_at IS NULL RETURNING id`
+        if (rows.length > 0 && sqliteFile !== undefined) announceKeysChanged(keysMarkerOf(sqliteFile))
         cache.invalidate()
         return rows.length > 0
       })

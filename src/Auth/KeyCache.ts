@@ -1,7 +1,8 @@
 /**
- * API keys by hash, cached in memory on Postgres so an authenticated request
- * costs no key lookup round trip — without delaying a revocation on any
- * instance (issue 12 §3):
+ * API keys by hash, cached in memory so an authenticated request costs no key
+ * lookup — without delaying a revocation on any instance (issue 12 §3).
+ *
+ * On Postgres (no round trip):
  *
  * - every revocation goes through ApiKeyRepo.revoke, which sends
  *   `NOTIFY attestd_api_keys` in the same statement (delivered at commit);
@@ -15,12 +16,28 @@
  *   attestd (a hand-written UPDATE, which sends no NOTIFY) can miss.
  *
  * Only found, unrevoked keys are cached: an unknown or revoked key is looked up
- * every time. SQLite needs none of this: its lookup is in-process (tens of µs),
- * and a revocation by `attestd keys revoke` in another process has no channel
- * to announce itself on.
+ * every time.
+ *
+ * On SQLite the lookup is in-process, but it is still a statement and a decoded
+ * row: ~14% of the instructions of an authenticated attest (`BENCH_ONLY=instructions`).
+ * A revocation comes from another process (`attestd keys revoke`), so its channel
+ * is a file beside the database, `<database>-keys`:
+ *
+ * - ApiKeyRepo.revoke, once its UPDATE has committed, replaces that file
+ *   (a new file renamed over it: a new inode every time, whatever the
+ *   file system's timestamp resolution);
+ * - the server's cache stats the file on every lookup and on every store (one
+ *   system call, ~2 µs); when its inode or modification time differ from the
+ *   last ones seen, the cache empties, and a lookup that raced the change is
+ *   not stored;
+ * - as on Postgres, an entry lives at most 30 s, which bounds what a hand-written
+ *   UPDATE (which replaces no file) can miss.
  */
 import { Context, Effect, Layer } from "effect"
+import { randomBytes } from "node:crypto"
+import { renameSync, statSync, writeFileSync } from "node:fs"
 import pg from "pg"
+import { sqliteFileOfUrl } from "../Platform/Sql.js"
 import type { ApiKey } from "./Domain.js"
 
 export const KEYS_CHANNEL = "attestd_api_keys"
@@ -54,28 +71,109 @@ export const noKeyCache: KeyCache = {
 /** The key cache ApiKeyRepo consults: none unless a server provides one (the CLI does not). */
 export class KeyCacheRef extends Context.Reference<KeyCacheRef>()("Auth/KeyCache", { defaultValue: (): KeyCache => noKeyCache }) {}
 
-/** The cache for a server on this database: Postgres gets one, SQLite none. */
-export const KeyCacheLive = (databaseUrl: string, isPg: boolean, options: KeyCacheOptions = {}) =>
-  isPg ? Layer.scoped(KeyCacheRef, makePgKeyCache(databaseUrl, options)) : Layer.succeed(KeyCacheRef, noKeyCache)
+/** The cache for a server on this database: Postgres's and SQLite's own, none for an in-memory SQLite database. */
+export const KeyCacheLive = (databaseUrl: string, isPg: boolean, options: KeyCacheOptions = {}) => {
+  if (isPg) return Layer.scoped(KeyCacheRef, makePgKeyCache(databaseUrl, options))
+  const file = sqliteFileOfUrl(databaseUrl)
+  return Layer.succeed(KeyCacheRef, file === undefined ? noKeyCache : makeSqliteKeyCache(keysMarkerOf(file), options))
+}
+
+/**
+ * The entries both caches keep: found, unrevoked keys for at most `ttlMs`, at most
+ * `maxEntries` (oldest out first), stored only when nothing was invalidated since
+ * the lookup began, answered only while `live()`.
+ */
+const makeEntries = (options: KeyCacheOptions, live: () => boolean) => {
+  const ttlMs = options.ttlMs ?? 30_000
+  const maxEntries = options.maxEntries ?? 10_000
+  const entries = new Map<string, { readonly key: ApiKey; readonly at: number }>()
+  let generation = 0
+  const invalidate = () => {
+    generation++
+    entries.clear()
+  }
+  const cache: KeyCache = {
+    generation: () => generation,
+    get: (keyHash) => {
+      if (!live()) return undefined
+      const entry = entries.get(keyHash)
+      if (entry === undefined) return undefined
+      if (Date.now() - entry.at > ttlMs) {
+        entries.delete(keyHash)
+        return undefined
+      }
+      return entry.key
+    },
+    set: (keyHash, key, at) => {
+      if (!live() || at !== generation || key.revokedAt !== null) return
+      if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!)
+      entries.set(keyHash, { key, at: Date.now() })
+    },
+    invalidate,
+    live
+  }
+  return cache
+}
+
+/** The file whose replacement announces a key change on a SQLite database. */
+export const keysMarkerOf = (sqliteFile: string): string => `${sqliteFile}-keys`
+
+/**
+ * Announces a key change to every server on this SQLite database: a new file
+ * renamed over the marker, so its inode changes every time. Called after the
+ * change has committed (never inside a transaction).
+ */
+export const announceKeysChanged = (marker: string): void => {
+  const next = `${marker}.${randomBytes(6).toString("hex")}`
+  writeFileSync(next, `${new Date().toISOString()}\n`, { mode: 0o600 })
+  renameSync(next, marker)
+}
+
+/** The marker as last seen: inode and times (0 when there is none). */
+interface MarkerState {
+  readonly ino: number
+  readonly mtimeMs: number
+  readonly ctimeMs: number
+}
+
+const markerState = (marker: string): MarkerState => {
+  const st = statSync(marker, { throwIfNoEntry: false })
+  return st === undefined ? { ino: 0, mtimeMs: 0, ctimeMs: 0 } : { ino: st.ino, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs }
+}
+
+/** The SQLite cache: emptied whenever the marker beside the database changed since it last looked. */
+export const makeSqliteKeyCache = (marker: string, options: KeyCacheOptions = {}): KeyCache => {
+  const entries = makeEntries(options, () => true)
+  let seen = markerState(marker)
+  /** Empties the cache if the marker changed; true when it did. */
+  const changed = (): boolean => {
+    const now = markerState(marker)
+    if (now.ino === seen.ino && now.mtimeMs === seen.mtimeMs && now.ctimeMs === seen.ctimeMs) return false
+    seen = now
+    entries.invalidate()
+    return true
+  }
+  return {
+    ...entries,
+    get: (keyHash) => (changed() ? undefined : entries.get(keyHash)),
+    // a lookup that read the store before a revocation committed must not be stored after it
+    set: (keyHash, key, at) => {
+      if (!changed()) entries.set(keyHash, key, at)
+    }
+  }
+}
 
 /** The Postgres cache with its LISTEN connection, for the life of the scope. */
 export const makePgKeyCache = (url: string, options: KeyCacheOptions = {}) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const ttlMs = options.ttlMs ?? 30_000
-      const maxEntries = options.maxEntries ?? 10_000
-      const entries = new Map<string, { readonly key: ApiKey; readonly at: number }>()
-      let generation = 0
       let live = false
       let stopped = false
       let client: pg.Client | undefined
       let retryMs = 250
       let retry: ReturnType<typeof setTimeout> | undefined
-
-      const invalidate = () => {
-        generation++
-        entries.clear()
-      }
+      const cache = makeEntries(options, () => live)
+      const invalidate = cache.invalidate
 
       const down = (c: pg.Client) => {
         if (client !== c) return
@@ -123,26 +221,6 @@ export const makePgKeyCache = (url: string, options: KeyCacheOptions = {}) =>
 
       connect()
 
-      const cache: KeyCache = {
-        generation: () => generation,
-        get: (keyHash) => {
-          if (!live) return undefined
-          const entry = entries.get(keyHash)
-          if (entry === undefined) return undefined
-          if (Date.now() - entry.at > ttlMs) {
-            entries.delete(keyHash)
-            return undefined
-          }
-          return entry.key
-        },
-        set: (keyHash, key, at) => {
-          if (!live || at !== generation || key.revokedAt !== null) return
-          if (entries.size >= maxEntries) entries.delete(entries.keys().next().value!)
-          entries.set(keyHash, { key, at: Date.now() })
-        },
-        invalidate,
-        live: () => live
-      }
       const stop = () => {
         stopped = true
         clearInterval(heartbeat)

@@ -5,7 +5,7 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
@@ -19,6 +19,19 @@ export const dialectOf = (url: string): Dialect => {
 }
 
 const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
+
+/** The SQLite database file of a DATABASE_URL: undefined for Postgres and for an in-memory database. */
+export const sqliteFileOfUrl = (url: string): string | undefined => {
+  if (dialectOf(url) !== "sqlite") return undefined
+  const file = sqlitePath(url)
+  return file === ":memory:" ? undefined : file
+}
+
+/** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
+export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
+  Effect.serviceOption(SqliteClient.SqliteClient),
+  (client) => Option.isSome(client) && client.value.config.filename !== ":memory:" ? client.value.config.filename : undefined
+)
 
 const sqliteLayer = (url: string) => {
   const filename = sqlitePath(url)

@@ -1,6 +1,6 @@
 /**
  * kill -9 during anchoring and OTS upgrading, on both stores: a child
- * `node dist/bin.js serve` with short windows (seal 200 ms, anchor 500 ms,
+ * `node dist/cli.mjs serve` with short windows (seal 200 ms, anchor 500 ms,
  * upgrade 200 ms) against a simulated calendar over HTTP (in this process, so
  * it outlives the child), attested continuously while blocks are mined at
  * random; the child is SIGKILLed at random moments (every other one just after

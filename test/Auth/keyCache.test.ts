@@ -1,26 +1,37 @@
 /**
- * The Postgres API-key cache (src/Auth/KeyCache.ts): two instances on one
- * database, each with its own cache and LISTEN connection. A key an instance
- * has cached is served without a lookup, yet a revocation through either
- * instance (or the CLI's repository, which has no cache) reaches both; and
- * while an instance's LISTEN connection is down its cache answers nothing.
+ * The API-key caches (src/Auth/KeyCache.ts).
+ *
+ * Postgres: two instances on one database, each with its own cache and LISTEN
+ * connection. A key an instance has cached is served without a lookup, yet a
+ * revocation through either instance (or the CLI's repository, which has no
+ * cache) reaches both; and while an instance's LISTEN connection is down its
+ * cache answers nothing.
+ *
+ * SQLite: a server's cache and the CLI's repository on their own connections to
+ * one database file. A cached key is served without a lookup, yet a revocation
+ * by the CLI is seen by the very next lookup (the marker file beside the database).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
-import { hashSecret } from "../../src/Auth/Domain.js"
-import { KeyCacheLive, KeyCacheRef } from "../../src/Auth/KeyCache.js"
+import { type ApiKey, hashSecret } from "../../src/Auth/Domain.js"
+import { announceKeysChanged, type KeyCacheOptions, KeyCacheLive, KeyCacheRef, keysMarkerOf, makeSqliteKeyCache } from "../../src/Auth/KeyCache.js"
 import { DatabaseLive } from "../../src/main.js"
 import { createPgDatabase, postgresAvailable, type TestDatabase } from "../helpers/databases.js"
 
 const available = await postgresAvailable()
 
-const instance = (url: string, withCache: boolean) =>
+const instance = (url: string, withCache: boolean, options: KeyCacheOptions = {}) =>
   ManagedRuntime.make(
     ApiKeyRepo.Default.pipe(
-      Layer.provideMerge(withCache ? KeyCacheLive(url, true, { heartbeatMs: 200, heartbeatTimeoutMs: 1_000 }) : Layer.empty),
+      Layer.provideMerge(
+        withCache ? KeyCacheLive(url, url.startsWith("postgres"), { heartbeatMs: 200, heartbeatTimeoutMs: 1_000, ...options }) : Layer.empty
+      ),
       Layer.provideMerge(DatabaseLive({ databaseUrl: url }))
     )
   )
@@ -113,5 +124,77 @@ describe.skipIf(!available)("API-key cache on Postgres", () => {
     expect((await find(a, key.secret))?.revokedAt).toBeNull()
     await b.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))
     await until("A sees the revocation after reconnecting", async () => (await find(a, key.secret))?.revokedAt != null, 5_000)
+  })
+})
+
+describe("API-key cache on SQLite", () => {
+  let dir: string
+  let url: string
+  let server: Instance
+  let cli: Instance
+
+  const find = (i: Instance, secret: string) => i.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.findByHash(hashSecret(secret))))
+  const create = (label: string) =>
+    cli.runPromise(Effect.flatMap(ApiKeyRepo, (r) =>
+      r.create({ label, scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })))
+  /** Changes a key behind attestd's back (the marker is not replaced): what a cached lookup cannot see. */
+  const relabel = (id: string, label: string) =>
+    cli.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE api_keys SET label = ${label} WHERE id = ${id}`))
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "attestd-keycache-"))
+    url = `sqlite:${join(dir, "attestd.db")}`
+    cli = instance(url, false)
+    await cli.runPromise(Effect.void)
+    server = instance(url, true)
+  })
+  afterAll(async () => {
+    await server?.dispose()
+    await cli?.dispose()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  it("serves a cached key without a lookup, and a revocation by the CLI is seen by the next lookup", async () => {
+    const key = await create("original")
+    expect((await find(server, key.secret))?.label).toBe("original")
+    // Positive control: the cache answers — a change that replaces no marker is not seen.
+    await relabel(key.id, "changed behind attestd's back")
+    expect((await find(server, key.secret))?.label).toBe("original")
+    expect((await find(cli, key.secret))?.label).toBe("changed behind attestd's back")
+
+    expect(await cli.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))).toBe(true)
+    // at once: no waiting, no retry
+    expect((await find(server, key.secret))?.revokedAt).not.toBeNull()
+  })
+
+  it("a change by hand is seen once an entry is older than the TTL", async () => {
+    const short = instance(url, true, { ttlMs: 100 })
+    try {
+      const key = await create("ttl")
+      expect((await find(short, key.secret))?.label).toBe("ttl")
+      await relabel(key.id, "relabelled")
+      expect((await find(short, key.secret))?.label).toBe("ttl")
+      await new Promise((r) => setTimeout(r, 150))
+      expect((await find(short, key.secret))?.label).toBe("relabelled")
+    } finally {
+      await short.dispose()
+    }
+  })
+
+  it("sees every replacement of the marker, however quickly they follow each other, and stores no lookup that raced one", () => {
+    const marker = keysMarkerOf(join(dir, "unit.db"))
+    const cache = makeSqliteKeyCache(marker)
+    const key = { id: "k", revokedAt: null } as unknown as ApiKey
+    for (let i = 0; i < 20; i++) {
+      cache.set("h", key, cache.generation())
+      expect(cache.get("h"), `round ${i}: stored`).toBe(key)
+      announceKeysChanged(marker)
+      expect(cache.get("h"), `round ${i}: emptied`).toBeUndefined()
+    }
+    // a lookup that began before a change and ends after it
+    const generation = cache.generation()
+    announceKeysChanged(marker)
+    cache.set("h", key, generation)
+    expect(cache.get("h")).toBeUndefined()
   })
 })

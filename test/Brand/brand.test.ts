@@ -1,7 +1,7 @@
 /**
  * White-label brands (spec 2.15, 4.8; CONTRACT §1, §3, §5): `attestd brand set
  * SLUG --file brand.json` (in-process, test/helpers/cli.ts; once as a child process,
- * `node dist/bin.js`, needs dist/) against the database of a real test server, then the public GET /brand/{slug}
+ * `node dist/cli.mjs`, needs dist/) against the database of a real test server, then the public GET /brand/{slug}
  * and /v1/brand/{slug}. Invalid input exits non-zero and stores nothing.
  */
 import { SqlClient } from "@effect/sql"
@@ -90,7 +90,7 @@ for (const dialect of await dialects()) {
     })
 
     it("brand set stores the brand; GET /brand/{slug} and /v1/brand/{slug} return it without a key; set again replaces", async () => {
-      // the smoke test of `brand set` as a process (dist/bin.js), once
+      // the smoke test of `brand set` as a process (dist/cli.mjs), once
       const set = await brandSet("acme", acme, dialect === "sqlite")
       expect(set.code, set.stderr).toBe(0)
       const expected = { slug: "acme", ...acme }

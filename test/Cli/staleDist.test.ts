@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
-import { staleDistFiles } from "../helpers/process.js"
+import { staleBundleFiles, staleDistFiles } from "../helpers/process.js"
 
 // Process tests run dist/; a dist/ older than src/ must stop them instead of testing old code.
 describe("stale dist/ detection", () => {
@@ -34,5 +34,24 @@ describe("stale dist/ detection", () => {
 
   it("names a source that was never compiled", () => {
     expect(staleDistFiles(tree(10, null))).toEqual([join("src", "Feature", "Repo.ts")])
+  })
+
+  const bundled = (srcAge: number, bundleAge: number | null): string => {
+    const root = tree(srcAge, srcAge - 1)
+    if (bundleAge !== null) {
+      const now = Date.now() / 1000
+      writeFileSync(join(root, "dist", "cli.mjs"), "")
+      utimesSync(join(root, "dist", "cli.mjs"), now - bundleAge, now - bundleAge)
+    }
+    return root
+  }
+
+  it("accepts a bundle (dist/cli.mjs, what process tests run) newer than its sources", () => {
+    expect(staleBundleFiles(bundled(100, 10))).toEqual([])
+  })
+
+  it("names a source edited after the bundle, and every source when there is no bundle", () => {
+    expect(staleBundleFiles(bundled(10, 100))).toEqual([join("src", "Feature", "Repo.ts")])
+    expect(staleBundleFiles(bundled(10, null))).toEqual([join("src", "Feature", "Repo.ts")])
   })
 })

@@ -1,6 +1,6 @@
 /**
  * `attestd stamp` / `attestd upgrade` / `attestd verify FILE` (issue 13 §2), the CLI
- * (in-process, test/helpers/cli.ts; each command once as a real `node dist/bin.js`
+ * (in-process, test/helpers/cli.ts; each command once as a real `node dist/cli.mjs`
  * process) against a real demo server (in-process, short seal/anchor windows, its own
  * simulated calendar and chain) on both stores: stamp → upgrade --wait T2 → verify;
  * FILE.ots parsed by the `opentimestamps` package, its digest the file's SHA-256; a
@@ -56,7 +56,7 @@ const withJson = ({ code, stderr, stdout }: { code: number; stdout: string; stde
   return { code, stdout, stderr, json }
 }
 
-/** `node dist/bin.js …` with only the given ATTESTD_* variables: the smoke test of each command as a process. */
+/** `node dist/cli.mjs …` with only the given ATTESTD_* variables: the smoke test of each command as a process. */
 const cliProcess = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<Run> => {
   requireDist()
   const base: NodeJS.ProcessEnv = { ...process.env }
@@ -94,7 +94,7 @@ for (const dialect of await dialects()) {
     })
 
     it("stamps files, upgrades the receipts to T2 with FILE.ots, verifies the files; a tampered file fails", async () => {
-      // on SQLite, stamp, upgrade and verify run once as real processes (dist/bin.js); everything else in-process
+      // on SQLite, stamp, upgrade and verify run once as real processes (dist/cli.mjs); everything else in-process
       const smoke = dialect === "sqlite" ? cliProcess : cli
       const { key } = await server.createKey({ scopes: ["attest", "batch", "metadata:read"] })
       const env = { ATTESTD_URL: server.url, ATTESTD_API_KEY: key }

@@ -2,7 +2,7 @@
  * `attestd verify` (CONTRACT §1, §5): real evidence bundles from a running
  * server (sqlite, fast windows, the HTTP simulated calendar mined explicitly),
  * verified offline by `verifyBundle`, then tampered field by field; and the
- * built CLI (`node dist/bin.js verify …`) end to end for its exit codes.
+ * built CLI (`node dist/cli.mjs verify …`) end to end for its exit codes.
  */
 import { execFile } from "node:child_process"
 import { createHash, createPublicKey } from "node:crypto"
@@ -425,7 +425,7 @@ describe("attestd verify", () => {
       if (dir) rmSync(dir, { recursive: true, force: true })
     })
 
-    /** `node dist/bin.js verify ARGS…` in the fixtures directory. */
+    /** `node dist/cli.mjs verify ARGS…` in the fixtures directory. */
     const cliProcess = (args: ReadonlyArray<string>): Promise<{ code: number; stdout: string; stderr: string }> =>
       new Promise((done) => {
         execFile(process.execPath, [BIN, "verify", ...args], { cwd: dir, timeout: 120_000, env: { ...process.env, NODE_OPTIONS: "" } }, (error, stdout, stderr) => {
@@ -438,7 +438,7 @@ describe("attestd verify", () => {
 
     it("exit 0 for a genuine T2 bundle (every check anchored), 3 without trust inputs, 1 when tampered, 2 for unreadable input", async () => {
       const [good, noHeaders, tampered, wrongFile, missing, notJson] = await Promise.all([
-        // the command once as a real process (dist/bin.js), every trust input given
+        // the command once as a real process (dist/cli.mjs), every trust input given
         cliProcess(["t2.json", "--file", "data.bin", "--ots-headers", "headers.json", "--tsa-ca", "root.pem", "--keys", "keys.json"]),
         cli(["t2.json", "--hash", t2Bundle.hash_hex]),
         cli(["tampered.json", "--ots-headers", "headers.json"]),

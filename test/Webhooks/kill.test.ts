@@ -1,6 +1,6 @@
 /**
  * kill -9 between enqueue and send (spec 6.2, at-least-once): a child
- * `node dist/bin.js serve` seals an attestation; its t1_complete delivery is
+ * `node dist/cli.mjs serve` seals an attestation; its t1_complete delivery is
  * in the database but the receiver is down, so nothing has been delivered.
  * A second attestation is acknowledged just before the kill, wherever its
  * event happens to be (T0, outbox, delivery). The server is SIGKILLed, the

@@ -1,5 +1,5 @@
 /**
- * The `attestd` command line run in-process: the same Command tree `node dist/bin.js`
+ * The `attestd` command line run in-process: the same Command tree `node dist/cli.mjs`
  * runs (src/Cli.ts), on an argv, with its environment given as a ConfigProvider and
  * its Console captured. A command costs milliseconds instead of a node start and a
  * bundle load (~1 s of CPU each); one smoke test per command still runs the real
@@ -91,7 +91,7 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
   return run
 }
 
-/** `cliInProcess` with the settings a `node dist/bin.js` child gets from `runCli(e, args)` (test/helpers/process.ts), in its data dir. */
+/** `cliInProcess` with the settings a `node dist/cli.mjs` child gets from `runCli(e, args)` (test/helpers/process.ts), in its data dir. */
 export const cliInProcessFor = (e: ServeEnv, args: ReadonlyArray<string>): Promise<CliRun> =>
   cliInProcess(
     args,

@@ -10,8 +10,20 @@
  * never refuse a request), so distinct (spoofed) addresses cannot grow it without bound.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer, Schema } from "effect"
+import { Clock, Deferred, Effect, Layer, Schema } from "effect"
 import type { RateLimitInfo } from "../Domain/Errors.js"
+import {
+  absorb,
+  type Batch,
+  type KeyView,
+  makeView,
+  markWritten,
+  merged,
+  settle,
+  sumIn,
+  takePending,
+  undo
+} from "./LimiterView.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 
 export interface Verdict extends RateLimitInfo {
@@ -126,27 +138,6 @@ export const SQL_LIMITER_FLUSH_MS = 100
 /** The share of a key's remaining allowance (at its last sync) an instance may admit before syncing again. */
 export const SQL_LIMITER_LOCAL_SHARE = 0.1
 
-/** Pending hits taken for one write (second, count), and what releases them from flight. */
-interface Taken {
-  readonly hits: ReadonlyArray<readonly [number, number]>
-  readonly release: () => void
-}
-const NOTHING_TAKEN: Taken = { hits: [], release: () => {} }
-
-interface KeyView {
-  window: number
-  /** All instances' admitted hits in the window as the database held them at the last sync: second → count. */
-  synced: Map<number, number>
-  /** When (performance.now) the newest read folded into `synced` was made. */
-  syncedAt: number
-  /** Hits admitted here since, not yet written: second → count. */
-  pending: Map<number, number>
-  /** Hits being written right now: each write's hits count here until its own read comes back. */
-  inflight: Map<number, number>
-  /** What this instance may still admit before the next sync. */
-  allowance: number
-}
-
 /** A rate_buckets row: BIGINT second and count come back from Postgres as strings. */
 const BucketRow = Schema.Struct({ second: DbInt, n: DbInt })
 const bucketRows = decodeRows(BucketRow)
@@ -155,12 +146,14 @@ const keyedBucketRows = decodeRows(Schema.Struct({ ...BucketRow.fields, bucketKe
 /**
  * The Postgres limiter, batched (issue 12 §3). The exact path is one statement
  * per hit: add, read the window, undo if over. To spare that round trip on
- * every request, each instance keeps a view of each busy key: the window as the
- * database held it at the last sync, plus the hits admitted here since. While
- * that view is under SQL_LIMITER_FRESH_MS old and its allowance — a tenth of
- * the key's remaining allowance at the last sync — lasts, a hit is decided from
- * it and written with others every SQL_LIMITER_FLUSH_MS in one statement, which
- * also refreshes the view. Otherwise the hit takes the exact path.
+ * every request, each instance keeps a view of each busy key (LimiterView.ts):
+ * the window as the database held it at the last sync, plus the hits admitted
+ * here since. While that view is under SQL_LIMITER_FRESH_MS old and its
+ * allowance — a tenth of the key's remaining allowance at the last sync —
+ * lasts, a hit is decided from it and written with others every
+ * SQL_LIMITER_FLUSH_MS in one statement, which also refreshes the view.
+ * Otherwise the hit takes the exact path, which first waits for the key's
+ * writes in flight to be acknowledged, so that its read counts them.
  *
  * Tolerance: an instance decides without seeing what the others admitted since
  * their last sync, and each of those is at most its allowance, a tenth of what
@@ -175,75 +168,27 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
     const views = new Map<string, KeyView>()
     let calls = 0
 
-    const sumIn = (pairs: Iterable<readonly [number, number]>, second: number, window: number) => {
-      let n = 0
-      for (const [s, c] of pairs) if (s > second - window && s <= second) n += c
-      return n
-    }
-    const merged = (v: KeyView): Array<readonly [number, number]> => {
-      const m = new Map<number, number>()
-      for (const [s, n] of v.synced) m.set(s, (m.get(s) ?? 0) + n)
-      for (const [s, n] of v.inflight) m.set(s, (m.get(s) ?? 0) + n)
-      for (const [s, n] of v.pending) m.set(s, (m.get(s) ?? 0) + n)
-      return [...m].sort((a, b) => a[0] - b[0])
-    }
-    /**
-     * Moves a view's pending hits in flight for one write: returns them (second,
-     * count) and what releases them from flight. Call `release` once that write's
-     * read has come back (the read counts them from then on) or the write failed
-     * (they go uncounted). Concurrent writes on one key each release only their own.
-     */
-    const takePending = (v: KeyView | undefined): Taken => {
-      if (v === undefined || v.pending.size === 0) return NOTHING_TAKEN
-      const taken = v.pending
-      v.pending = new Map()
-      for (const [s, n] of taken) v.inflight.set(s, (v.inflight.get(s) ?? 0) + n)
-      let released = false
-      const release = () => {
-        if (released) return
-        released = true
-        for (const [s, n] of taken) {
-          const left = (v.inflight.get(s) ?? 0) - n
-          if (left > 0) v.inflight.set(s, left)
-          else v.inflight.delete(s)
-        }
-      }
-      return { hits: [...taken], release }
-    }
-    /**
-     * Folds a read of the database into a view. Reads of one key run
-     * concurrently and may come back out of order; a second's count only grows
-     * (but for an over-limit add undone at once), so each second keeps the
-     * highest count any read saw, and an older read never hides a newer one.
-     */
-    const absorb = (v: KeyView, rows: Iterable<readonly [number, number]>, second: number, at: number) => {
-      for (const [s, n] of rows) if (n > (v.synced.get(s) ?? 0)) v.synced.set(s, n)
-      for (const s of v.synced.keys()) if (s <= second - v.window) v.synced.delete(s)
-      if (at > v.syncedAt) v.syncedAt = at
-    }
-    const refresh = (key: string, limit: number, window: number, second: number, rows: ReadonlyArray<readonly [number, number]>, at: number) => {
+    const viewOf = (key: string, window: number, at: number) => {
       let v = views.get(key)
       if (v === undefined) {
         if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.keys().next().value!)
-        v = { window, synced: new Map(), syncedAt: at, pending: new Map(), inflight: new Map(), allowance: 0 }
+        v = makeView(window, at)
         views.set(key, v)
       }
       v.window = Math.max(v.window, window)
-      absorb(v, rows, second, at)
-      const used = sumIn(merged(v), second, v.window)
-      v.allowance = Math.floor(Math.max(0, limit - used) * SQL_LIMITER_LOCAL_SHARE)
+      return v
     }
+    const upsert = (rows: ReadonlyArray<{ bucket_key: string; second: number; n: number }>) =>
+      sql`INSERT INTO rate_buckets ${sql.insert(rows)}
+        ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
 
-    const writeAndRead = (
-      batch: ReadonlyArray<{ key: string; second: number; n: number }>,
-      taken: ReadonlyMap<string, readonly [KeyView, () => void]>,
-      longest: number
-    ) =>
+    const writeAndRead = (taken: ReadonlyMap<string, readonly [KeyView, Batch]>, longest: number) =>
       Effect.gen(function*() {
-        const at = performance.now()
         const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-        yield* sql`INSERT INTO rate_buckets ${sql.insert(batch.map((b) => ({ bucket_key: b.key, second: b.second, n: b.n })))}
-          ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
+        yield* upsert([...taken].flatMap(([key, [, b]]) => [...b.hits].map(([s, n]) => ({ bucket_key: key, second: s, n }))))
+        const writtenAt = performance.now()
+        for (const [, b] of taken.values()) markWritten(b, writtenAt)
+        const readAt = performance.now()
         const rows = yield* keyedBucketRows(sql`
           SELECT bucket_key, second, n FROM rate_buckets WHERE ${sql.in("bucket_key", [...taken.keys()])} AND second > ${second - longest}`)
         const byKey = new Map<string, Array<readonly [number, number]>>()
@@ -252,28 +197,23 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           if (!l) byKey.set(r.bucketKey, l = [])
           l.push([r.second, r.n])
         }
-        for (const [key, [v, release]] of taken) {
-          release()
-          absorb(v, byKey.get(key) ?? [], second, at)
-        }
+        for (const [key, [v]] of taken) absorb(v, byKey.get(key) ?? [], second, readAt)
       })
 
     /** Writes every key's pending hits in one statement and reads their windows back. */
     const flush = Effect.suspend(() => {
-      const batch: Array<{ key: string; second: number; n: number }> = []
-      const taken = new Map<string, readonly [KeyView, () => void]>()
+      const taken = new Map<string, readonly [KeyView, Batch]>()
       let longest = 0
       for (const [key, v] of views) {
-        if (v.pending.size === 0) continue
+        const batch = takePending(v)
+        if (batch === undefined) continue
         longest = Math.max(longest, v.window)
-        const { hits, release } = takePending(v)
-        for (const [second, n] of hits) batch.push({ key, second, n })
-        taken.set(key, [v, release])
+        taken.set(key, [v, batch])
       }
-      if (batch.length === 0) return Effect.void
+      if (taken.size === 0) return Effect.void
       return Effect.ensuring(
-        writeAndRead(batch, taken, longest),
-        Effect.sync(() => taken.forEach(([, release]) => release()))
+        writeAndRead(taken, longest),
+        Effect.sync(() => taken.forEach(([v, batch]) => settle(v, batch)))
       )
     }).pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; those hits go uncounted", cause))
@@ -285,31 +225,35 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
     yield* Effect.forkScoped(Effect.forever(Effect.zipRight(tick, flush)))
     yield* Effect.addFinalizer(() => flush)
 
-    /** The exact path: this hit and the key's pending ones, with the window read back. */
+    /**
+     * The exact path: once the key's writes in flight are acknowledged, this
+     * hit and the key's pending ones, with the window read back.
+     */
     const exact = (key: string, limit: number, windowSeconds: number, cost: number, second: number) =>
       Effect.suspend(() => {
-        const { hits, release } = takePending(views.get(key))
-        return Effect.ensuring(exactHit(key, limit, windowSeconds, cost, second, hits, release), Effect.sync(release))
+        const v = views.get(key)
+        const unsettled = v === undefined ? [] : [...v.inFlight].filter((b) => b.writtenAt === undefined)
+        return Effect.zipRight(
+          Effect.forEach(unsettled, (b) => Deferred.await(b.settled), { discard: true }),
+          Effect.suspend(() => {
+            const v = views.get(key)
+            const batch = takePending(v)
+            const hit = exactHit(key, limit, windowSeconds, cost, second, batch)
+            return batch === undefined ? hit : Effect.ensuring(hit, Effect.sync(() => settle(v!, batch)))
+          })
+        )
       }).pipe(Effect.orDie)
-    const exactHit = (
-      key: string,
-      limit: number,
-      windowSeconds: number,
-      cost: number,
-      second: number,
-      pending: ReadonlyArray<readonly [number, number]>,
-      release: () => void
-    ) =>
+    const exactHit = (key: string, limit: number, windowSeconds: number, cost: number, second: number, batch: Batch | undefined) =>
       Effect.gen(function*() {
         const since = second - windowSeconds
         if (++calls % 5_000 === 0) {
           yield* Effect.ignore(sql`DELETE FROM rate_buckets WHERE second <= ${second - 3600}`)
         }
-        if (pending.length > 0) {
-          yield* sql`INSERT INTO rate_buckets ${sql.insert(pending.map(([s, n]) => ({ bucket_key: key, second: s, n })))}
-            ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
+        if (batch !== undefined) {
+          yield* upsert([...batch.hits].map(([s, n]) => ({ bucket_key: key, second: s, n })))
+          markWritten(batch, performance.now())
         }
-        const at = performance.now()
+        const readAt = performance.now()
         // Count first, then add; a compensating decrement undoes an over-limit add from a race.
         const rows = yield* bucketRows(sql`
           WITH up AS (
@@ -320,18 +264,16 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           SELECT second, n FROM up
           UNION ALL
           SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`)
-        // the read counts this call's pending hits from now on
-        release()
-        const buckets = rows.map((r) => [r.second, r.n] as const)
-        const used = buckets.reduce((a, [, n]) => a + n, 0)
-        if (used <= limit) {
-          refresh(key, limit, windowSeconds, second, buckets, at)
-          return verdictOf(limit, second, buckets, true, windowSeconds)
+        const v = viewOf(key, windowSeconds, readAt)
+        absorb(v, rows.map((r) => [r.second, r.n] as const), second, readAt)
+        const admitted = sumIn(merged(v), second, windowSeconds) <= limit
+        if (!admitted) {
+          undo(v, second, cost)
+          yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
         }
-        yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
-        const undone = buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
-        refresh(key, limit, windowSeconds, second, undone, at)
-        return verdictOf(limit, second, undone, false, windowSeconds)
+        const counted = merged(v)
+        v.allowance = Math.floor(Math.max(0, limit - sumIn(counted, second, v.window)) * SQL_LIMITER_LOCAL_SHARE)
+        return verdictOf(limit, second, counted, admitted, windowSeconds)
       })
 
     return {

@@ -1,0 +1,122 @@
+/**
+ * One instance's view of one key's window in the shared (Postgres) rate
+ * limiter: the bookkeeping only, no I/O (RateLimiter.ts does the statements).
+ *
+ * What the instance knows of the key's hits, per second, is three parts:
+ *  - `synced`: the database's counts as the newest reads saw them;
+ *  - batches in flight: hits taken for one write. A batch counts here until a
+ *    read made after its write was acknowledged is folded in (that read counts
+ *    it from then on), or until its write fails (then it is not counted);
+ *  - `pending`: hits admitted here and not yet taken for a write.
+ *
+ * `merged` adds the three. For an instance alone on the database it is what
+ * the database holds once everything is written, whatever order the writes and
+ * reads come back in — so two runs of the same sequential requests give the
+ * same verdicts (test/Auth/limiterView.test.ts holds that against a model).
+ * The exact path folds its read in first and decides from `merged`.
+ * Other instances' hits appear at their next read.
+ */
+import { Deferred, Effect, FiberId } from "effect"
+
+type Counts = Map<number, number>
+
+export interface Batch {
+  readonly hits: ReadonlyMap<number, number>
+  /** When (performance.now) the write of these hits was acknowledged; undefined until then. */
+  writtenAt: number | undefined
+  /** Done once the write is acknowledged or has failed: the exact path waits for it before it reads. */
+  readonly settled: Deferred.Deferred<void>
+}
+
+export interface KeyView {
+  /** The window length this key is counted over (the longest seen). */
+  window: number
+  /** The database's admitted hits in the window as reads saw them: second → count. */
+  readonly synced: Counts
+  /** When (performance.now) the newest read folded into `synced` was made. */
+  syncedAt: number
+  pending: Counts
+  readonly inFlight: Set<Batch>
+  /** What this instance may still admit before the next sync. */
+  allowance: number
+}
+
+export const makeView = (window: number, at: number): KeyView => ({
+  window,
+  synced: new Map(),
+  syncedAt: at,
+  pending: new Map(),
+  inFlight: new Set(),
+  allowance: 0
+})
+
+const add = (into: Counts, from: Iterable<readonly [number, number]>) => {
+  for (const [s, n] of from) into.set(s, (into.get(s) ?? 0) + n)
+  return into
+}
+
+/** The hits in the window ending at `second` (inclusive). */
+export const sumIn = (pairs: Iterable<readonly [number, number]>, second: number, window: number) => {
+  let n = 0
+  for (const [s, c] of pairs) if (s > second - window && s <= second) n += c
+  return n
+}
+
+/** Everything the view counts: synced + in flight + pending, seconds ascending. */
+export const merged = (v: KeyView): Array<readonly [number, number]> => {
+  const m = new Map(v.synced)
+  for (const b of v.inFlight) add(m, b.hits)
+  add(m, v.pending)
+  return [...m].sort((a, b) => a[0] - b[0])
+}
+
+/** Moves the pending hits into a new batch in flight, or returns undefined when there are none. */
+export const takePending = (v: KeyView | undefined): Batch | undefined => {
+  if (v === undefined || v.pending.size === 0) return undefined
+  const batch: Batch = { hits: v.pending, writtenAt: undefined, settled: Deferred.unsafeMake<void>(FiberId.none) }
+  v.pending = new Map()
+  v.inFlight.add(batch)
+  return batch
+}
+
+/** The batch's write was acknowledged at `at`. */
+export const markWritten = (batch: Batch, at: number) => {
+  batch.writtenAt = at
+  Deferred.unsafeDone(batch.settled, Effect.void)
+}
+
+/**
+ * The batch's write is over. Unacknowledged, it failed: its hits leave flight
+ * uncounted. Acknowledged, it stays until a read made after it is folded in.
+ */
+export const settle = (v: KeyView, batch: Batch) => {
+  if (batch.writtenAt === undefined) v.inFlight.delete(batch)
+  Deferred.unsafeDone(batch.settled, Effect.void)
+}
+
+/**
+ * Folds a read of the database, made (sent) at `readAt`, into the view. Reads
+ * of one key run concurrently and may come back out of order; a second's
+ * count only grows (but for an over-limit add undone at once), so each second
+ * keeps the highest count any read saw. Batches acknowledged before the read
+ * was made are in it, so they leave flight; so do batches wholly out of the window.
+ */
+export const absorb = (v: KeyView, rows: Iterable<readonly [number, number]>, second: number, readAt: number) => {
+  for (const [s, n] of rows) if (n > (v.synced.get(s) ?? 0)) v.synced.set(s, n)
+  for (const s of v.synced.keys()) if (s <= second - v.window) v.synced.delete(s)
+  for (const b of v.inFlight) {
+    const read = b.writtenAt !== undefined && b.writtenAt <= readAt
+    if (read || [...b.hits.keys()].every((s) => s <= second - v.window)) v.inFlight.delete(b)
+  }
+  if (readAt > v.syncedAt) v.syncedAt = readAt
+}
+
+/**
+ * Takes back an over-limit hit of `cost` at `second` that the exact path's
+ * statement added and a read folded in (its compensating decrement is on the way).
+ */
+export const undo = (v: KeyView, second: number, cost: number) => {
+  const n = (v.synced.get(second) ?? 0) - cost
+  if (n > 0) v.synced.set(second, n)
+  else v.synced.delete(second)
+}

@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Time to verify a T2 evidence bundle: in-process (the portable core from dist/,
-// warm, median of N) and cold through the CLI (`node dist/bin.js verify`, a new
-// process each run), with every trust input given (keys, TSA anchor, headers).
+// warm, median of N) and cold through the CLI, a new process each run: the
+// bundle the package's `bin` runs (`npx attestd verify` = `node dist/cli.mjs
+// verify`) and, beside it, the unbundled `node dist/bin.js verify` that `npm
+// start` uses. Every trust input is given (keys, TSA anchor, headers).
 //
 //   ATTESTD_KEEP_VERIFY_FIXTURES=/tmp/vfx npx vitest run test/Verify/core.test.ts
 //   npm run build && node scripts/bench/verify.mjs /tmp/vfx [runs]
@@ -39,15 +41,18 @@ for (let i = 0; i < runs; i++) {
   await verifyBundle(bundle, options)
   warm.push(performance.now() - t)
 }
-const cliArgs = [join(root, "dist/bin.js"), "verify", join(dir, "t2.json"), "--keys", join(dir, "keys.json"), "--tsa-ca", join(dir, "root.pem"), "--ots-headers", join(dir, "headers.json")]
+const verifyArgs = ["verify", join(dir, "t2.json"), "--keys", join(dir, "keys.json"), "--tsa-ca", join(dir, "root.pem"), "--ots-headers", join(dir, "headers.json")]
 const cold = []
+const coldUnbundled = []
 const node0 = []
 for (let i = 0; i < Math.min(runs, 7); i++) {
   node0.push(time(() => execFileSync(process.execPath, ["-e", "0"])))
-  cold.push(time(() => execFileSync(process.execPath, cliArgs, { stdio: "ignore" })))
+  cold.push(time(() => execFileSync(process.execPath, [join(root, "dist/cli.mjs"), ...verifyArgs], { stdio: "ignore" })))
+  coldUnbundled.push(time(() => execFileSync(process.execPath, [join(root, "dist/bin.js"), ...verifyArgs], { stdio: "ignore" })))
 }
 console.log(`node ${process.version}, load ${(await import("node:os")).loadavg().map((l) => l.toFixed(2)).join(" ")}`)
 console.log(`in-process, first call:   ${firstMs.toFixed(1)} ms`)
 console.log(`in-process, warm median:  ${median(warm).toFixed(1)} ms (${runs} runs)`)
-console.log(`CLI cold median:          ${median(cold).toFixed(0)} ms (${cold.length} runs)`)
+console.log(`CLI cold median:          ${median(cold).toFixed(0)} ms (${cold.length} runs, dist/cli.mjs)`)
+console.log(`unbundled cold median:    ${median(coldUnbundled).toFixed(0)} ms (dist/bin.js)`)
 console.log(`node -e 0 cold median:    ${median(node0).toFixed(0)} ms  → CLI = ${(median(cold) / median(node0)).toFixed(1)}× a bare node start`)

@@ -37,7 +37,7 @@ import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { renameSync, statSync, writeFileSync } from "node:fs"
 import pg from "pg"
-import { sqliteFileOfUrl } from "../Platform/Sql.js"
+import { currentSqliteFile } from "../Platform/Sql.js"
 import type { ApiKey } from "./Domain.js"
 
 export const KEYS_CHANNEL = "attestd_api_keys"
@@ -71,12 +71,18 @@ export const noKeyCache: KeyCache = {
 /** The key cache ApiKeyRepo consults: none unless a server provides one (the CLI does not). */
 export class KeyCacheRef extends Context.Reference<KeyCacheRef>()("Auth/KeyCache", { defaultValue: (): KeyCache => noKeyCache }) {}
 
-/** The cache for a server on this database: Postgres's and SQLite's own, none for an in-memory SQLite database. */
-export const KeyCacheLive = (databaseUrl: string, isPg: boolean, options: KeyCacheOptions = {}) => {
-  if (isPg) return Layer.scoped(KeyCacheRef, makePgKeyCache(databaseUrl, options))
-  const file = sqliteFileOfUrl(databaseUrl)
-  return Layer.succeed(KeyCacheRef, file === undefined ? noKeyCache : makeSqliteKeyCache(keysMarkerOf(file), options))
-}
+/**
+ * The cache for a server on this database: Postgres's and SQLite's own, none for
+ * an in-memory SQLite database. The SQLite file is the one the SqlClient below
+ * opened, as for ApiKeyRepo's announcement (one derivation for both sides).
+ */
+export const KeyCacheLive = (databaseUrl: string, isPg: boolean, options: KeyCacheOptions = {}) =>
+  isPg
+    ? Layer.scoped(KeyCacheRef, makePgKeyCache(databaseUrl, options))
+    : Layer.effect(
+      KeyCacheRef,
+      Effect.map(currentSqliteFile, (file) => file === undefined ? noKeyCache : makeSqliteKeyCache(keysMarkerOf(file), options))
+    )
 
 /**
  * The entries both caches keep: found, unrevoked keys for at most `ttlMs`, at most

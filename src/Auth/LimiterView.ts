@@ -13,7 +13,10 @@
  * the database holds once everything is written, whatever order the writes and
  * reads come back in — so two runs of the same sequential requests give the
  * same verdicts (test/Auth/limiterView.test.ts holds that against a model).
- * The exact path folds its read in first and decides from `merged`.
+ * The exact path decides from its own read plus what the view holds that the
+ * read cannot have seen (`unseenBy`), not from `merged`: with concurrent exact
+ * hits on one key, the view may briefly hold another hit's over-limit add that
+ * is about to be undone, and deciding from it would refuse a hit under the limit.
  * Other instances' hits appear at their next read.
  */
 import { Deferred, Effect, FiberId } from "effect"
@@ -70,6 +73,20 @@ export const merged = (v: KeyView): Array<readonly [number, number]> => {
   return [...m].sort((a, b) => a[0] - b[0])
 }
 
+/**
+ * What the view counts that a read made at `readAt` cannot have seen: the
+ * batches not acknowledged by then, and the pending hits.
+ */
+export const unseenBy = (v: KeyView, readAt: number): Array<readonly [number, number]> => {
+  const m: Counts = new Map()
+  for (const b of v.inFlight) if (b.writtenAt === undefined || b.writtenAt > readAt) add(m, b.hits)
+  return [...add(m, v.pending)]
+}
+
+/** Adds two lists of (second, count), seconds ascending. */
+export const combined = (a: Iterable<readonly [number, number]>, b: Iterable<readonly [number, number]>) =>
+  [...add(add(new Map(), a), b)].sort((x, y) => x[0] - y[0])
+
 /** Moves the pending hits into a new batch in flight, or returns undefined when there are none. */
 export const takePending = (v: KeyView | undefined): Batch | undefined => {
   if (v === undefined || v.pending.size === 0) return undefined
@@ -111,12 +128,3 @@ export const absorb = (v: KeyView, rows: Iterable<readonly [number, number]>, se
   if (readAt > v.syncedAt) v.syncedAt = readAt
 }
 
-/**
- * Takes back an over-limit hit of `cost` at `second` that the exact path's
- * statement added and a read folded in (its compensating decrement is on the way).
- */
-export const undo = (v: KeyView, second: number, cost: number) => {
-  const n = (v.synced.get(second) ?? 0) - cost
-  if (n > 0) v.synced.set(second, n)
-  else v.synced.delete(second)
-}

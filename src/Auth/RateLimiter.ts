@@ -15,6 +15,7 @@ import type { RateLimitInfo } from "../Domain/Errors.js"
 import {
   absorb,
   type Batch,
+  combined,
   type KeyView,
   makeView,
   markWritten,
@@ -22,7 +23,7 @@ import {
   settle,
   sumIn,
   takePending,
-  undo
+  unseenBy
 } from "./LimiterView.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 
@@ -265,15 +266,15 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           UNION ALL
           SELECT second, n FROM rate_buckets WHERE bucket_key = ${key} AND second > ${since} AND second < ${second}`)
         const v = viewOf(key, windowSeconds, readAt)
-        absorb(v, rows.map((r) => [r.second, r.n] as const), second, readAt)
-        const admitted = sumIn(merged(v), second, windowSeconds) <= limit
-        if (!admitted) {
-          undo(v, second, cost)
-          yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
-        }
-        const counted = merged(v)
-        v.allowance = Math.floor(Math.max(0, limit - sumIn(counted, second, v.window)) * SQL_LIMITER_LOCAL_SHARE)
-        return verdictOf(limit, second, counted, admitted, windowSeconds)
+        // The read, plus what this instance admitted that the read cannot have seen.
+        const unseen = unseenBy(v, readAt)
+        const buckets = rows.map((r) => [r.second, r.n] as const)
+        const admitted = sumIn(buckets, second, windowSeconds) + sumIn(unseen, second, windowSeconds) <= limit
+        const read = admitted ? buckets : buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
+        if (!admitted) yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
+        absorb(v, read, second, readAt)
+        v.allowance = Math.floor(Math.max(0, limit - sumIn(merged(v), second, v.window)) * SQL_LIMITER_LOCAL_SHARE)
+        return verdictOf(limit, second, combined(read, unseen), admitted, windowSeconds)
       })
 
     return {

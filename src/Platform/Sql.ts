@@ -20,13 +20,6 @@ export const dialectOf = (url: string): Dialect => {
 
 const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
 
-/** The SQLite database file of a DATABASE_URL: undefined for Postgres and for an in-memory database. */
-export const sqliteFileOfUrl = (url: string): string | undefined => {
-  if (dialectOf(url) !== "sqlite") return undefined
-  const file = sqlitePath(url)
-  return file === ":memory:" ? undefined : file
-}
-
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
 export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
   Effect.serviceOption(SqliteClient.SqliteClient),

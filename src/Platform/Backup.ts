@@ -12,33 +12,52 @@
  * data-dir files still are, they are not in the database.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, ParseResult, Schema } from "effect"
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative, resolve } from "node:path"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import type { AppConfigShape } from "./Config.js"
-import { dialectOf, layerFromUrl } from "./Sql.js"
+import { dialectOf, layerFromUrl, sqlitePath } from "./Sql.js"
 
 export const BACKUP_FORMAT = "attestd-backup/1"
 const DB_FILE = "attestd.db"
 
-export interface Manifest {
-  readonly format: typeof BACKUP_FORMAT
-  readonly version: string
-  readonly created_at: string
-  readonly store: "sqlite" | "pg"
-  readonly database_file: string | null
-  readonly files: ReadonlyArray<string>
-}
+const Manifest = Schema.Struct({
+  format: Schema.String,
+  version: Schema.String,
+  created_at: Schema.String,
+  store: Schema.Literal("sqlite", "pg"),
+  database_file: Schema.NullOr(Schema.String),
+  files: Schema.Array(Schema.String)
+})
+export type Manifest = typeof Manifest.Type
+
+/** A backup's manifest.json, read and checked: a clear error for a file that is not one. */
+const readManifest = (path: string) =>
+  Effect.try({ try: () => JSON.parse(readFileSync(path, "utf8")) as unknown, catch: (e) => new Error(`${path} is not JSON: ${String(e)}`) }).pipe(
+    Effect.flatMap((json) => {
+      const format = json !== null && typeof json === "object" && "format" in json ? json.format : undefined
+      if (format !== BACKUP_FORMAT) return Effect.fail(new Error(`unknown backup format ${String(format)}`))
+      return Effect.mapError(
+        Schema.decodeUnknown(Manifest)(json),
+        (e) => new Error(`${path} is not an attestd backup manifest: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)
+      )
+    })
+  )
 
 const isEmptyDir = (dir: string) => !existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)
 
-const sqliteFile = (url: string) => resolve(url.slice("sqlite:".length))
+/** The database file to copy or restore: none for an in-memory database. */
+const sqliteFile = (url: string) => {
+  const path = sqlitePath(url)
+  return path === ":memory:" ? undefined : resolve(path)
+}
 
 /** Files of the data dir to carry (relative paths), never the live SQLite files. */
 const dataDirFiles = (dataDir: string, dbFile: string | undefined): Array<string> => {
   if (!existsSync(dataDir)) return []
-  const skip = dbFile === undefined ? new Set<string>() : new Set([dbFile, `${dbFile}-wal`, `${dbFile}-shm`, `${dbFile}-journal`])
+  // the database, its WAL companions and the API-key cache's marker (Auth/KeyCache.ts)
+  const skip = dbFile === undefined ? new Set<string>() : new Set(["", "-wal", "-shm", "-journal", "-keys"].map((s) => dbFile + s))
   const out: Array<string> = []
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -57,6 +76,7 @@ export const backup = (config: AppConfigShape, to: string) =>
     if (!isEmptyDir(target)) return yield* Effect.fail(new Error(`backup target ${target} exists and is not an empty directory`))
     const store = dialectOf(config.databaseUrl)
     const dbFile = store === "sqlite" ? sqliteFile(config.databaseUrl) : undefined
+    if (store === "sqlite" && dbFile === undefined) return yield* Effect.fail(new Error("an in-memory database has nothing to back up"))
     if (dbFile !== undefined && !existsSync(dbFile)) return yield* Effect.fail(new Error(`no database at ${dbFile}`))
     // Written beside the target and renamed at the end: a target that exists is a complete backup.
     const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
@@ -94,8 +114,7 @@ export const restore = (config: AppConfigShape, from: string) =>
     const source = resolve(from)
     const manifestPath = join(source, "manifest.json")
     if (!existsSync(manifestPath)) return yield* Effect.fail(new Error(`${source} is not an attestd backup (no manifest.json)`))
-    const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as Manifest
-    if (manifest.format !== BACKUP_FORMAT) return yield* Effect.fail(new Error(`unknown backup format ${String(manifest.format)}`))
+    const manifest = yield* readManifest(manifestPath)
     const dataDir = resolve(config.dataDir)
     if (!isEmptyDir(dataDir)) return yield* Effect.fail(new Error(`data dir ${dataDir} is not empty; restore only into an empty one`))
     const store = dialectOf(config.databaseUrl)

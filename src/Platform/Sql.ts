@@ -18,7 +18,8 @@ export const dialectOf = (url: string): Dialect => {
   throw new Error(`DATABASE_URL must start with sqlite: or postgres://, got ${url.split(":")[0]}:`)
 }
 
-const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
+/** The SQLite file a `sqlite:` DATABASE_URL names, or ":memory:" for `sqlite:` alone. */
+export const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
 
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
 export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(

@@ -6,7 +6,7 @@
  * cannot hold more than its share of connections, so slow connections
  * (slowloris) cannot starve other clients.
  */
-import type { Server } from "node:http"
+import type { IncomingMessage, Server } from "node:http"
 import type { Socket } from "node:net"
 import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
@@ -49,4 +49,35 @@ export const applyServerLimits = (server: Server, limits: ServerLimits, trustPro
     })
   }
   return stats
+}
+
+/** How long a connection whose request body is still arriving keeps reading after its answer. */
+export const LINGER_MS = 2_000
+
+/**
+ * A lingering close. Node closes a `Connection: close` socket as soon as its
+ * answer is written. If the request body is still arriving then (a 413 for a
+ * body over the limit, any answer to an upload refused early), the client's
+ * next write meets a reset, and a client such as Node's own drops the answer
+ * it has not read yet. Such a socket here sends its answer and FIN, then keeps
+ * reading (the body is discarded) until the client closes its side or
+ * LINGER_MS pass, as nginx's lingering_close does. Sockets whose request was
+ * read whole close as before.
+ */
+export const lingerOnUnreadBodies = (server: Server) => {
+  const current = new WeakMap<Socket, IncomingMessage>()
+  server.prependListener("request", (req: IncomingMessage) => {
+    current.set(req.socket, req)
+  })
+  server.on("connection", (socket: Socket) => {
+    const destroySoon = socket.destroySoon.bind(socket)
+    socket.destroySoon = () => {
+      const req = current.get(socket)
+      if (req === undefined || req.complete || !socket.writable) return destroySoon()
+      const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+      socket.once("end", () => socket.destroy())
+      socket.once("close", () => clearTimeout(timer))
+      socket.end()
+    }
+  })
 }

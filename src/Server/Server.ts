@@ -19,7 +19,7 @@ import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
-import { applyServerLimits } from "./Connections.js"
+import { applyServerLimits, lingerOnUnreadBodies } from "./Connections.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
@@ -73,6 +73,7 @@ const make = <R>(options: NodeServerOptions<R>) =>
         })
     )
     options.drainer.server = server
+    lingerOnUnreadBodies(server)
     if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
     yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
       const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))

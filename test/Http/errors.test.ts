@@ -18,12 +18,19 @@ import {
 
 const HEX64 = /^[0-9a-f]{64}$/
 
-/** POSTs `{hash_hex, pad}` of about `size` bytes with Transfer-Encoding: chunked; resolves with the raw reply. */
-const chunkedUpload = (base: string, path: string, size: number): Promise<string> => {
+/**
+ * POSTs `{hash_hex, pad}` of about `size` bytes with Transfer-Encoding: chunked
+ * over a raw socket; resolves with the raw reply. By default the
+ * body is streamed slowly and writing stops once the server answers; with
+ * `heedless`, the client reads nothing until it has written the whole body,
+ * as slowly.
+ */
+const chunkedUpload = (base: string, path: string, size: number, options: { readonly heedless?: boolean } = {}): Promise<string> => {
   const port = Number(new URL(base).port)
   const body = JSON.stringify({ hash_hex: randomHash(), pad: "a".repeat(size) })
   return new Promise((resolve) => {
     const sock = net.connect(port, "127.0.0.1")
+    if (options.heedless) sock.pause()
     let data = ""
     let answered = false
     const timer = setTimeout(() => sock.destroy(), 5000)
@@ -42,9 +49,9 @@ const chunkedUpload = (base: string, path: string, size: number): Promise<string
     sock.write(`POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`)
     const step = 64 * 1024
     const write = (i: number) => {
-      if (answered || sock.destroyed) return
+      if ((answered && !options.heedless) || sock.destroyed) return
       if (i >= body.length) {
-        sock.write("0\r\n\r\n")
+        sock.write("0\r\n\r\n", () => sock.resume())
         return
       }
       const part = body.slice(i, i + step)
@@ -173,6 +180,16 @@ for (const dialect of await dialects()) {
         expect(reply.slice(0, 12), `raw reply: ${JSON.stringify(reply.slice(0, 200))}`).toBe("HTTP/1.1 413")
         expect(reply).toContain("VALIDATION_ERROR")
         expect(reply.toLowerCase()).toContain("x-request-id")
+      })
+
+      it("a body over 1 MiB → 413 (chunked), also to a client that sends all of it before reading the answer", async () => {
+        // The server answers once it has read 1 MiB; if it then closed the socket while the rest of the
+        // body was still arriving, the client's next write would meet a reset and the unread answer be lost.
+        for (let i = 0; i < 2; i++) {
+          const reply = await chunkedUpload(server.url, "/v1/verify", 1400 * 1024, { heedless: true })
+          expect(reply.slice(0, 12), `raw reply: ${JSON.stringify(reply.slice(0, 200))}`).toBe("HTTP/1.1 413")
+          expect(reply).toContain("VALIDATION_ERROR")
+        }
       })
 
       it("a small chunked body is read", async () => {

@@ -98,4 +98,21 @@ describe("backup and restore (sqlite)", () => {
     const down = await cliInProcessFor(restoredEnv, ["healthcheck", "--url", again.url])
     expect(down.code).toBe(1)
   }, 240_000)
+
+  it("restore refuses a manifest that is not JSON, of another format or of the wrong shape, with a clear message, and writes nothing", async () => {
+    const cases: Array<readonly [string, RegExp]> = [
+      ["{ not json", /manifest\.json is not JSON/],
+      [JSON.stringify({ format: "attestd-backup/0", files: [] }), /unknown backup format attestd-backup\/0/],
+      [JSON.stringify({ format: "attestd-backup/1", version: "1", created_at: "x", store: "sqlite", database_file: null, files: "signing-keys" }), /not an attestd backup manifest[\s\S]*files/],
+      [JSON.stringify({ format: "attestd-backup/1", version: "1", created_at: "x", store: "mysql", database_file: null, files: [] }), /not an attestd backup manifest[\s\S]*store/]
+    ]
+    for (const [text, message] of cases) {
+      const from = tmp()
+      writeFileSync(join(from, "manifest.json"), text)
+      const dataDir = tmp()
+      const run = await cliInProcessFor({ databaseUrl: `sqlite:${join(dataDir, "attestd.db")}`, dataDir, port: 0 }, ["restore", "--from", from])
+      expect({ code: run.code, message: message.test(run.stderr) }, run.stderr).toEqual({ code: 1, message: true })
+      expect(readdirSync(dataDir)).toEqual([])
+    }
+  })
 })

@@ -9,9 +9,9 @@
  *    it from then on), or until its write fails (then it is not counted);
  *  - `pending`: hits admitted here and not yet taken for a write.
  *
- * `merged` adds the three. For an instance alone on the database it is what
- * the database holds once everything is written, whatever order the writes and
- * reads come back in — so two runs of the same sequential requests give the
+ * `merged` adds the three. For an instance alone on the database, once its
+ * reads have come back, it is what the database holds once everything is
+ * written, whatever order the writes and reads came back in — so two runs of the same sequential requests give the
  * same verdicts (test/Auth/limiterView.test.ts holds that against a model).
  * The exact path decides from its own read plus what the view holds that the
  * read cannot have seen (`unseenBy`), not from `merged`: with concurrent exact

@@ -217,7 +217,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         Effect.sync(() => taken.forEach(([v, batch]) => settle(v, batch)))
       )
     }).pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; those hits go uncounted", cause))
+      Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; hits it could not write go uncounted", cause))
     )
     const tick = Effect.async<void>((resume) => {
       const t = setTimeout(() => resume(Effect.void), SQL_LIMITER_FLUSH_MS)

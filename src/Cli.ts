@@ -192,10 +192,14 @@ const signingKeys = Command.make("signing-keys").pipe(Command.withSubcommands([r
 
 const brandSet = Command.make("set", { slug: Args.text({ name: "SLUG" }), file: Options.file("file") }, ({ file, slug }) =>
   Effect.gen(function*() {
-    const raw = yield* Effect.try({
-      try: () => JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>,
+    const raw: unknown = yield* Effect.try({
+      try: () => JSON.parse(readFileSync(file, "utf8")),
       catch: (e) => new Error(`cannot read ${file}: ${String(e)}`)
     })
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
+      yield* Console.error(`invalid brand: ${file} must hold a JSON object`)
+      return yield* Effect.fail(new Error(`invalid brand: ${file} must hold a JSON object`))
+    }
     const brand = yield* Schema.decodeUnknown(Brand)({ logo_url: null, ...raw, slug }, { onExcessProperty: "error" }).pipe(
       Effect.mapError((e) => new Error(`invalid brand: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)),
       Effect.tapError((e) => Console.error(e.message))

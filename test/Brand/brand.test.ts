@@ -138,6 +138,8 @@ for (const dialect of await dialects()) {
         ["5-digit color", "keep", { ...acme, colors: { ...acme.colors, secondary: "#12345" } }],
         ["unknown extra field", "keep", { ...acme, tagline: "we make everything" }],
         ["not JSON", "keep", "{ display_name: nope"],
+        ["a JSON array", "keep", [acme]],
+        ["JSON null", "keep", null],
         ["missing file", "ghost", undefined]
       ]
       const results: Array<{ what: string; r: Awaited<ReturnType<typeof brandSet>> }> = []

@@ -5,14 +5,14 @@
  */
 import { it as effectIt } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Either, Layer, ManagedRuntime, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
 import { API_KEY_PATTERN, type ApiKey, hashSecret, type Scope } from "../../src/Auth/Domain.js"
 import { Quota } from "../../src/Auth/Quota.js"
-import { RateLimiter } from "../../src/Auth/RateLimiter.js"
+import { RateLimiter, SQL_LIMITER_FLUSH_MS } from "../../src/Auth/RateLimiter.js"
 import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
@@ -347,6 +347,38 @@ for (const dialect of await dialects()) {
           windowScenario(`sql:${randomHash().slice(0, 12)}`).pipe(
             Effect.provide(RateLimiter.sql.pipe(Layer.provide(Layer.sync(SqlClient.SqlClient, () => sql))))
           ))
+
+        effectIt.scoped("an exact hit waits for the key's flush in flight, then it and the next hit count exactly", () =>
+          Effect.gen(function*() {
+            // All in one second of the TestClock, so the flush and the exact hit write the same row.
+            yield* TestClock.setTime(1_800_000_000_000)
+            const limiter = yield* RateLimiter
+            const k = `sql-wait:${randomHash().slice(0, 12)}`
+            const sleep = (ms: number) => Effect.promise(() => new Promise((r) => setTimeout(r, ms)))
+            expect((yield* limiter.hit(k, 100)).remaining).toBe(99) // exact: the view starts
+            for (const left of [98, 97, 96]) expect((yield* limiter.hit(k, 100)).remaining).toBe(left) // decided here
+            // Another transaction holds the key's row, so the next flush's INSERT waits on it.
+            const locked = yield* Deferred.make<void>()
+            const release = yield* Deferred.make<void>()
+            yield* Effect.forkScoped(sql.withTransaction(Effect.gen(function*() {
+              yield* sql`SELECT n FROM rate_buckets WHERE bucket_key = ${k} FOR UPDATE`
+              yield* Deferred.succeed(locked, undefined)
+              yield* Deferred.await(release)
+            })))
+            yield* Deferred.await(locked)
+            yield* sleep(3 * SQL_LIMITER_FLUSH_MS) // the flush has taken the 3 hits and waits on the lock
+            // A hit over the local allowance takes the exact path: it must wait for that flush.
+            const exact = yield* Effect.fork(limiter.hit(k, 100, 60, 20))
+            yield* sleep(SQL_LIMITER_FLUSH_MS)
+            expect(exact.unsafePoll()).toBeNull()
+            yield* Deferred.succeed(release, undefined)
+            const verdict = yield* Fiber.join(exact)
+            expect({ allowed: verdict.allowed, remaining: verdict.remaining }).toEqual({ allowed: true, remaining: 76 })
+            // decided here at once, whether or not the flush's own read has come back
+            expect((yield* limiter.hit(k, 100)).remaining).toBe(75)
+            const [row] = yield* sql<{ n: string | number }>`SELECT SUM(n) AS n FROM rate_buckets WHERE bucket_key = ${k}`
+            expect(Number(row!.n)).toBe(24)
+          }).pipe(Effect.provide(RateLimiter.sql.pipe(Layer.provide(Layer.sync(SqlClient.SqlClient, () => sql))))), 20_000)
       })
     }
   })

@@ -197,8 +197,7 @@ const brandSet = Command.make("set", { slug: Args.text({ name: "SLUG" }), file: 
       catch: (e) => new Error(`cannot read ${file}: ${String(e)}`)
     })
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      yield* Console.error(`invalid brand: ${file} must hold a JSON object`)
-      return yield* Effect.fail(new Error(`invalid brand: ${file} must hold a JSON object`))
+      return yield* Effect.fail(new Error(`invalid brand: ${file} must hold a JSON object`)).pipe(Effect.tapError((e) => Console.error(e.message)))
     }
     const brand = yield* Schema.decodeUnknown(Brand)({ logo_url: null, ...raw, slug }, { onExcessProperty: "error" }).pipe(
       Effect.mapError((e) => new Error(`invalid brand: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)),

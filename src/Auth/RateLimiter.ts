@@ -179,14 +179,15 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       v.window = Math.max(v.window, window)
       return v
     }
-    const upsert = (rows: ReadonlyArray<{ bucket_key: string; second: number; n: number }>) =>
-      sql`INSERT INTO rate_buckets ${sql.insert(rows)}
+    /** Adds batches of hits to their keys' rows, in one statement. */
+    const upsert = (batches: Iterable<readonly [string, Batch]>) =>
+      sql`INSERT INTO rate_buckets ${sql.insert([...batches].flatMap(([key, b]) => [...b.hits].map(([second, n]) => ({ bucket_key: key, second, n }))))}
         ON CONFLICT (bucket_key, second) DO UPDATE SET n = rate_buckets.n + excluded.n`
 
     const writeAndRead = (taken: ReadonlyMap<string, readonly [KeyView, Batch]>, longest: number) =>
       Effect.gen(function*() {
         const second = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-        yield* upsert([...taken].flatMap(([key, [, b]]) => [...b.hits].map(([s, n]) => ({ bucket_key: key, second: s, n }))))
+        yield* upsert([...taken].map(([key, [, b]]) => [key, b] as const))
         const writtenAt = performance.now()
         for (const [, b] of taken.values()) markWritten(b, writtenAt)
         const readAt = performance.now()
@@ -251,7 +252,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           yield* Effect.ignore(sql`DELETE FROM rate_buckets WHERE second <= ${second - 3600}`)
         }
         if (batch !== undefined) {
-          yield* upsert([...batch.hits].map(([s, n]) => ({ bucket_key: key, second: s, n })))
+          yield* upsert([[key, batch]])
           markWritten(batch, performance.now())
         }
         const readAt = performance.now()

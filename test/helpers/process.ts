@@ -35,32 +35,39 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", 
  */
 export const BIN = join(REPO_ROOT, "dist", "cli.mjs")
 
-/** The TypeScript sources under src/ (not .d.ts), relative to `root`. */
-const sourceFiles = (root: string): Array<string> => {
-  const files: Array<string> = []
+/** The TypeScript sources under src/ (not .d.ts), relative to `root`, with their modification times. */
+const sourceFiles = (root: string): Array<{ readonly rel: string; readonly mtimeMs: number }> => {
+  const files: Array<{ rel: string; mtimeMs: number }> = []
   const walk = (dir: string): void => {
     for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
       const rel = join(dir, entry.name)
       if (entry.isDirectory()) walk(rel)
-      else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) files.push(rel)
+      else if (entry.name.endsWith(".ts") && !entry.name.endsWith(".d.ts")) files.push({ rel, mtimeMs: statSync(join(root, rel)).mtimeMs })
     }
   }
   walk("src")
   return files
 }
 
+/** Whether a source's compiled dist/ counterpart is missing or older than it. */
+const distIsStale = (root: string) => (source: { readonly rel: string; readonly mtimeMs: number }): boolean => {
+  const out = join(root, "dist", relative("src", source.rel).replace(/\.ts$/, ".js"))
+  return !existsSync(out) || statSync(out).mtimeMs < source.mtimeMs
+}
+
+/** When the bundle dist/cli.mjs was built (-Infinity when it is missing). */
+const bundleBuiltAt = (root: string): number => {
+  const bundle = join(root, "dist", "cli.mjs")
+  return existsSync(bundle) ? statSync(bundle).mtimeMs : -Infinity
+}
+
 /** The src/ files whose compiled dist/ counterpart is missing or older than the source. */
-export const staleDistFiles = (root = REPO_ROOT): Array<string> =>
-  sourceFiles(root).filter((rel) => {
-    const out = join(root, "dist", relative("src", rel).replace(/\.ts$/, ".js"))
-    return !existsSync(out) || statSync(out).mtimeMs < statSync(join(root, rel)).mtimeMs
-  })
+export const staleDistFiles = (root = REPO_ROOT): Array<string> => sourceFiles(root).filter(distIsStale(root)).map((s) => s.rel)
 
 /** The src/ files edited after the bundle dist/cli.mjs was built (every one of them when it is missing). */
 export const staleBundleFiles = (root = REPO_ROOT): Array<string> => {
-  const bundle = join(root, "dist", "cli.mjs")
-  const built = existsSync(bundle) ? statSync(bundle).mtimeMs : -Infinity
-  return sourceFiles(root).filter((rel) => statSync(join(root, rel)).mtimeMs > built)
+  const built = bundleBuiltAt(root)
+  return sourceFiles(root).filter((s) => s.mtimeMs > built).map((s) => s.rel)
 }
 
 /**
@@ -69,7 +76,9 @@ export const staleBundleFiles = (root = REPO_ROOT): Array<string> => {
  */
 export const requireDist = (): void => {
   if (!existsSync(BIN)) throw new Error(`${BIN} is missing: build it first with npm run build`)
-  const stale = [...new Set([...staleDistFiles(), ...staleBundleFiles()])]
+  // one walk of src/ for both checks
+  const built = bundleBuiltAt(REPO_ROOT)
+  const stale = sourceFiles(REPO_ROOT).filter((s) => s.mtimeMs > built || distIsStale(REPO_ROOT)(s)).map((s) => s.rel)
   if (stale.length > 0) {
     throw new Error(`dist/ is older than ${stale.length} source file(s) (${stale.slice(0, 3).join(", ")}…): run npm run build`)
   }

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import type { AttestationRef } from "../Domain/AttestationId.js"
+import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { type Attestation, AttestationRow, type Claim, ClaimRow, Level } from "./Domain.js"
 
@@ -44,7 +45,7 @@ const chunks = <A>(xs: ReadonlyArray<A>, size = CHUNK): Array<ReadonlyArray<A>> 
 }
 
 export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestations/AttestationRepo", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     const bool = (b: boolean) => (isPg ? b : b ? 1 : 0)
@@ -58,9 +59,35 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
           (parts) => parts.flat()
         )
 
-    /** One digest's attestation (the verify hot path: one statement, no chunking). */
-    const findByHash = (hash: string) =>
+    const findOne = (hash: string) =>
       Effect.map(attestationRows(sql`SELECT * FROM attestations WHERE hash_hex = ${hash}`), (rows) => rows[0])
+
+    // Lookups that arrive in the same turn of the event loop share one statement
+    // (a group read, as attests share a transaction): under load, one SELECT … IN
+    // answers many verifies instead of one statement each through @effect/sql, and
+    // on Postgres one round trip instead of many (README, Performance).
+    const groupRead = yield* makeGroupCommit({
+      process: (hashes: ReadonlyArray<string>) =>
+        hashes.length === 1
+          ? Effect.map(findOne(hashes[0]!), (a) => [a])
+          : Effect.map(findByHashes([...new Set(hashes)]), (rows) => {
+            const byHash = new Map(rows.map((a) => [a.hashHex as string, a]))
+            return hashes.map((h) => byHash.get(h))
+          }),
+      maxBatch: 256,
+      workers: isPg ? 2 : 1
+    })
+
+    /**
+     * One digest's attestation (the verify hot path), read in a group with the
+     * lookups of the same turn. Inside a transaction it reads on the
+     * transaction's connection instead: the group's worker could not use it.
+     */
+    const findByHash = (hash: string) =>
+      Effect.flatMap(
+        Effect.serviceOption(SqlClient.TransactionConnection),
+        (tx) => tx._tag === "Some" ? findOne(hash) : groupRead(hash)
+      )
 
     const findByRef = (ref: AttestationRef) =>
       Effect.map(

@@ -1,6 +1,7 @@
 /**
  * Group commit: requests from many fibers are queued and handled together, so
- * concurrent attests share one transaction instead of one each.
+ * concurrent attests share one transaction instead of one each, and concurrent
+ * verifies one SELECT (AttestationRepo.findByHash).
  */
 import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
 

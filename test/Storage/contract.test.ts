@@ -5,7 +5,7 @@
  */
 import { it as effectIt } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock, Tracer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
@@ -187,6 +187,58 @@ for (const dialect of await dialects()) {
         const found = await rt.runPromise(repo.findByHashes(many))
         expect(found.map((a) => a.hashHex)).toEqual([known])
         expect(await rt.runPromise(repo.findByHashes([]))).toEqual([])
+      })
+
+      it("findByHash: the lookups of one turn share one statement, each answered with its own row; in a transaction it reads on the transaction's connection", async () => {
+        // A second runtime over the same database whose tracer notes each statement's text.
+        const texts: Array<string> = []
+        const native = Effect.runSync(Effect.tracer)
+        const noting = Tracer.make({
+          span: (...args) => {
+            const span = native.span(...args)
+            const attribute = span.attribute.bind(span)
+            span.attribute = (key, value) => {
+              if (key === "db.query.text") texts.push(String(value))
+              attribute(key, value)
+            }
+            return span
+          },
+          context: native.context
+        })
+        const traced = ManagedRuntime.make(
+          AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
+            .pipe(Layer.provide(Layer.setTracer(noting)))
+        )
+        try {
+          const repo = await traced.runPromise(AttestationRepo)
+          const { key } = await rt.runPromise(newKey())
+          const known = [randomHash(), randomHash(), randomHash()]
+          for (const h of known) await rt.runPromise(attestOne(key, h))
+          const unknown = [randomHash(), randomHash(), randomHash(), randomHash()]
+          const asked = [...known, ...unknown, known[0]!, unknown[0]!, known[2]!]
+
+          texts.length = 0
+          const found = await traced.runPromise(Effect.forEach(asked, (h) => repo.findByHash(h), { concurrency: "unbounded" }))
+          expect(found.map((a) => a?.hashHex)).toEqual(asked.map((h) => (known.includes(h) ? h : undefined)))
+          const lookups = texts.filter((t) => t.includes("FROM attestations WHERE"))
+          // one statement per group worker (Postgres runs two, so one round trip can be in flight)
+          expect(lookups.length).toBeGreaterThan(0)
+          expect(lookups.length).toBeLessThanOrEqual(dialect === "pg" ? 2 : 1)
+          expect(lookups.some((t) => / IN ?\(/.test(t))).toBe(true)
+
+          // A lone lookup still answers, by the one-row statement.
+          texts.length = 0
+          expect((await traced.runPromise(repo.findByHash(known[1]!)))?.hashHex).toBe(known[1])
+          expect(await traced.runPromise(repo.findByHash(unknown[1]!))).toBeUndefined()
+          expect(texts.filter((t) => t.includes("FROM attestations WHERE hash_hex ="))).toHaveLength(2)
+
+          // On SQLite the transaction holds the one connection: the group could not read.
+          const sql = await traced.runPromise(SqlClient.SqlClient)
+          const inTx = await traced.runPromise(sql.withTransaction(repo.findByHash(known[1]!)).pipe(Effect.timeout("10 seconds")))
+          expect(inTx?.hashHex).toBe(known[1])
+        } finally {
+          await traced.dispose()
+        }
       })
     })
 

@@ -1,6 +1,6 @@
 /** API key storage: create, find by hash, list, revoke. */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
@@ -67,8 +67,17 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
 
     const list = keyRows(sql`SELECT * FROM api_keys ORDER BY created_at, id`)
 
+    /**
+     * Revokes a key and tells every key cache at once. It refuses to run inside a
+     * transaction: on SQLite the marker would announce a change other processes
+     * cannot see yet (they would reload and keep the key), and this process's
+     * cache would be emptied before the commit.
+     */
     const revoke = (id: string) =>
       Effect.gen(function*() {
+        if (Option.isSome(yield* Effect.serviceOption(SqlClient.TransactionConnection))) {
+          return yield* Effect.dieMessage("ApiKeyRepo.revoke announces the revocation at once: run it outside a transaction")
+        }
         const now = formatMillis(yield* Clock.currentTimeMillis)
         // On Postgres every instance's key cache hears of it at commit; on SQLite the
         // server's cache sees the marker beside the database replaced (KeyCache.ts).

@@ -5,7 +5,7 @@
  */
 import { it as effectIt } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock, Tracer } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock, Tracer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
@@ -282,6 +282,13 @@ for (const dialect of await dialects()) {
         expect(await rt.runPromise(repo.revoke(created.id))).toBe(true)
         expect(await rt.runPromise(repo.revoke(created.id))).toBe(false)
         expect(await rt.runPromise(repo.revoke("key_nope"))).toBe(false)
+        // Inside a transaction it refuses (a defect), and revokes nothing.
+        const other = await rt.runPromise(newKey())
+        const inTx = await rt.runPromise(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(repo.revoke(other.key.id))).pipe(Effect.exit)
+        )
+        expect(inTx._tag === "Failure" && String(Cause.squash(inTx.cause))).toMatch(/outside a transaction/)
+        expect((await rt.runPromise(repo.findByHash(hashSecret(other.secret))))?.revokedAt).toBeNull()
         const revoked = await rt.runPromise(repo.findByHash(hashSecret(created.secret)))
         expect(revoked?.revokedAt).toMatch(WIRE_TIME)
       })

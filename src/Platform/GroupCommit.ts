@@ -2,14 +2,18 @@
  * Group commit: requests from many fibers are queued and handled together, so
  * concurrent attests share one transaction instead of one each, and concurrent
  * verifies one SELECT (AttestationRepo.findByHash).
+ *
+ * The first request of a group schedules its batch for the next turn of the
+ * event loop (setImmediate, not the Effect clock, so batching never depends on
+ * TestClock); the requests already read from sockets by then join it. At most
+ * `workers` batches run at once; requests that arrive meanwhile form the next.
+ * A request waits through `Effect.async` on a plain array: no Queue, no
+ * Deferred and no worker fiber per request (the hot paths pay for every
+ * allocation; README, Performance).
  */
-import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, FiberId, Runtime, type Scope } from "effect"
 
-/** Waits for setImmediate, not the Effect clock, so batching never depends on TestClock. */
-const nextMacrotask = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
+type Resume<O, E> = (exit: Exit.Exit<O, E>) => void
 
 export const makeGroupCommit = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
@@ -17,33 +21,65 @@ export const makeGroupCommit = <I, O, E>(options: {
   readonly workers: number
 }): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<readonly [I, Deferred.Deferred<O, E>]>()
-    yield* Effect.addFinalizer(() => Queue.shutdown(queue))
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    let waiting: Array<readonly [I, Resume<O, E>]> = []
+    const running = new Set<Fiber.RuntimeFiber<void>>()
+    let scheduled = false
+    let closed = false
 
-    const worker = Effect.gen(function*() {
-      const first = yield* Queue.take(queue)
-      // One turn of the event loop lets requests already read from sockets join this batch.
-      yield* nextMacrotask
-      const rest = yield* Queue.takeUpTo(queue, options.maxBatch - 1)
-      const entries = [first, ...rest]
-      const exit = yield* Effect.exit(options.process(entries.map(([item]) => item)))
-      if (Exit.isSuccess(exit)) {
-        entries.forEach(([, deferred], i) => Deferred.unsafeDone(deferred, Exit.succeed(exit.value[i]!)))
-      } else if (entries.length === 1 || Cause.isInterruptedOnly(exit.cause)) {
-        for (const [, deferred] of entries) Deferred.unsafeDone(deferred, exit as Exit.Exit<never, E>)
-      } else {
-        // One item must not fail the others: the batch rolled back, so each item
-        // is retried alone and answered with its own outcome.
-        for (const [item, deferred] of entries) {
-          const own = yield* Effect.exit(options.process([item]))
-          Deferred.unsafeDone(deferred, Exit.map(own, (out) => out[0]!))
+    /** One batch: answered together, or, when it failed, each item alone with its own outcome. */
+    const runBatch = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>) =>
+      Effect.gen(function*() {
+        const exit = yield* Effect.exit(options.process(entries.map(([item]) => item)))
+        if (Exit.isSuccess(exit)) {
+          entries.forEach(([, resume], i) => resume(Exit.succeed(exit.value[i]!)))
+        } else if (entries.length === 1 || Cause.isInterruptedOnly(exit.cause)) {
+          for (const [, resume] of entries) resume(exit as Exit.Exit<never, E>)
+        } else {
+          // One item must not fail the others: the batch rolled back, so each item
+          // is retried alone and answered with its own outcome.
+          for (const [item, resume] of entries) {
+            const own = yield* Effect.exit(options.process([item]))
+            resume(Exit.map(own, (out) => out[0]!))
+          }
         }
-      }
-    }).pipe(Effect.forever)
+      })
 
-    for (let i = 0; i < options.workers; i++) yield* Effect.forkScoped(worker)
+    const flushSoon = () => {
+      if (scheduled || closed || waiting.length === 0 || running.size >= options.workers) return
+      scheduled = true
+      setImmediate(flush)
+    }
+    const flush = () => {
+      scheduled = false
+      if (closed) return
+      const entries = waiting.length <= options.maxBatch ? waiting : waiting.slice(0, options.maxBatch)
+      waiting = waiting.length <= options.maxBatch ? [] : waiting.slice(options.maxBatch)
+      const fiber = runFork(runBatch(entries))
+      running.add(fiber)
+      fiber.addObserver(() => {
+        running.delete(fiber)
+        flushSoon()
+      })
+      flushSoon()
+    }
+
+    // Closing waits for the batches under way (they may hold a transaction) and
+    // interrupts the requests that have not joined one.
+    yield* Effect.addFinalizer(() =>
+      Effect.suspend(() => {
+        closed = true
+        const left = waiting
+        waiting = []
+        for (const [, resume] of left) resume(Exit.interrupt(FiberId.none))
+        return Fiber.awaitAll([...running])
+      })
+    )
 
     return (item: I) =>
-      Effect.flatMap(Deferred.make<O, E>(), (deferred) =>
-        Effect.zipRight(Queue.offer(queue, [item, deferred] as const), Deferred.await(deferred)))
+      Effect.async<O, E>((resume) => {
+        if (closed) return resume(Effect.interrupt)
+        waiting.push([item, (exit) => resume(exit)])
+        flushSoon()
+      })
   })

@@ -1,5 +1,5 @@
 /** Group commit isolates failures: one failing item is answered alone, the rest commit. */
-import { Effect } from "effect"
+import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { makeGroupCommit } from "../../src/Platform/GroupCommit.js"
@@ -32,5 +32,58 @@ describe("group commit", () => {
       }),
       { numRuns: 50 }
     )
+  })
+
+  it("the requests of one turn form batches of at most maxBatch, and at most `workers` batches run at once", async () => {
+    const batches: Array<number> = []
+    let running = 0
+    let most = 0
+    const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const submit = yield* makeGroupCommit<number, number, never>({
+        process: (items) =>
+          Effect.gen(function*() {
+            batches.push(items.length)
+            most = Math.max(most, ++running)
+            yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+            running--
+            return items.map((n) => n + 1)
+          }),
+        maxBatch: 64,
+        workers: 2
+      })
+      return yield* Effect.all(Array.from({ length: 150 }, (_, n) => submit(n)), { concurrency: "unbounded" })
+    })))
+    expect(results).toEqual(Array.from({ length: 150 }, (_, n) => n + 1))
+    expect(batches).toEqual([64, 64, 22])
+    expect(most).toBe(2)
+  })
+
+  it("closing waits for the batch under way and interrupts the requests that have not joined one", async () => {
+    const events: Array<string> = []
+    await Effect.runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const started = yield* Deferred.make<void>()
+      const submit = yield* Scope.extend(makeGroupCommit<number, number, never>({
+        process: (items) =>
+          Effect.gen(function*() {
+            yield* Deferred.succeed(started, undefined)
+            yield* Effect.promise(() => new Promise((r) => setTimeout(r, 50)))
+            events.push(`committed ${items.join(",")}`)
+            return items
+          }),
+        maxBatch: 64,
+        workers: 1
+      }), scope)
+      const first = yield* Effect.fork(submit(1))
+      yield* Deferred.await(started)
+      const second = yield* Effect.fork(submit(2)) // waits: the one worker is busy
+      yield* Effect.yieldNow()
+      yield* Scope.close(scope, Exit.void)
+      events.push("closed")
+      expect(yield* Fiber.join(first)).toBe(1)
+      expect(Exit.isInterrupted(yield* Fiber.await(second))).toBe(true)
+      expect(Exit.isInterrupted(yield* Effect.exit(submit(3)))).toBe(true)
+    }))
+    expect(events).toEqual(["committed 1", "closed"])
   })
 })

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, DbInt } from "../Platform/Rows.js"
+import { inTransaction } from "../Platform/Sql.js"
 import { type Attestation, AttestationRow, type Claim, ClaimRow, Level } from "./Domain.js"
 
 /** Row decoders (a row that does not match its schema is a bug: a defect). */
@@ -71,7 +72,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         hashes.length === 1
           ? Effect.map(findOne(hashes[0]!), (a) => [a])
           : Effect.map(findByHashes([...new Set(hashes)]), (rows) => {
-            const byHash = new Map(rows.map((a) => [a.hashHex as string, a]))
+            const byHash = new Map<string, Attestation>(rows.map((a) => [a.hashHex, a]))
             return hashes.map((h) => byHash.get(h))
           }),
       maxBatch: 256,
@@ -84,10 +85,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
      * transaction's connection instead: the group's worker could not use it.
      */
     const findByHash = (hash: string) =>
-      Effect.flatMap(
-        Effect.serviceOption(SqlClient.TransactionConnection),
-        (tx) => tx._tag === "Some" ? findOne(hash) : groupRead(hash)
-      )
+      Effect.flatMap(inTransaction, (inTx) => (inTx ? findOne(hash) : groupRead(hash)))
 
     const findByRef = (ref: AttestationRef) =>
       Effect.map(

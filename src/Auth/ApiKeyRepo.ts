@@ -1,11 +1,11 @@
 /** API key storage: create, find by hash, list, revoke. */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Option, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
 import { announceKeysChanged, KEYS_CHANNEL, KeyCacheRef, keysMarkerOf } from "./KeyCache.js"
-import { currentSqliteFile } from "../Platform/Sql.js"
+import { currentSqliteFile, inTransaction } from "../Platform/Sql.js"
 
 /** An `api_keys` row as the domain's ApiKey (scopes and allow_ips are JSON text; Postgres BIGINT comes as strings). */
 const ApiKeyRow = Schema.Struct({
@@ -75,7 +75,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
      */
     const revoke = (id: string) =>
       Effect.gen(function*() {
-        if (Option.isSome(yield* Effect.serviceOption(SqlClient.TransactionConnection))) {
+        if (yield* inTransaction) {
           return yield* Effect.dieMessage("ApiKeyRepo.revoke announces the revocation at once: run it outside a transaction")
         }
         const now = formatMillis(yield* Clock.currentTimeMillis)

@@ -22,7 +22,7 @@ export const makeGroupCommit = <I, O, E>(options: {
 }): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
-    let waiting: Array<readonly [I, Resume<O, E>]> = []
+    const waiting: Array<readonly [I, Resume<O, E>]> = []
     const running = new Set<Fiber.RuntimeFiber<void>>()
     let scheduled = false
     let closed = false
@@ -53,8 +53,7 @@ export const makeGroupCommit = <I, O, E>(options: {
     const flush = () => {
       scheduled = false
       if (closed) return
-      const entries = waiting.length <= options.maxBatch ? waiting : waiting.slice(0, options.maxBatch)
-      waiting = waiting.length <= options.maxBatch ? [] : waiting.slice(options.maxBatch)
+      const entries = waiting.splice(0, options.maxBatch)
       const fiber = runFork(runBatch(entries))
       running.add(fiber)
       fiber.addObserver(() => {
@@ -69,9 +68,7 @@ export const makeGroupCommit = <I, O, E>(options: {
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         closed = true
-        const left = waiting
-        waiting = []
-        for (const [, resume] of left) resume(Exit.interrupt(FiberId.none))
+        for (const [, resume] of waiting.splice(0)) resume(Exit.interrupt(FiberId.none))
         return Fiber.awaitAll([...running])
       })
     )
@@ -79,7 +76,7 @@ export const makeGroupCommit = <I, O, E>(options: {
     return (item: I) =>
       Effect.async<O, E>((resume) => {
         if (closed) return resume(Effect.interrupt)
-        waiting.push([item, (exit) => resume(exit)])
+        waiting.push([item, resume])
         flushSoon()
       })
   })

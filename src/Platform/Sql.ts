@@ -83,6 +83,12 @@ export const migrate = Effect.gen(function*() {
   })
 })
 
+/** Whether the current fiber runs inside a transaction (`sql.withTransaction`). */
+export const inTransaction: Effect.Effect<boolean> = Effect.map(
+  Effect.serviceOption(SqlClient.TransactionConnection),
+  Option.isSome
+)
+
 export const currentDialect = Effect.map(
   SqlClient.SqlClient,
   (sql): Dialect => sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })

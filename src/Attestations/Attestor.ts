@@ -49,14 +49,15 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         const ours = new Set<string>()
         if (missing.length > 0) {
           const registeredAt = formatMicros((yield* Clock.currentTimeNanos) / 1000n)
-          const rows: Array<NewAttestationRow> = missing.map((hash) => {
+          const signatures = yield* signer.signAll(missing.map((hash) => t0Payload(hash, registeredAt)))
+          const rows: Array<NewAttestationRow> = missing.map((hash, i) => {
             const id = newAttestationId()
             ours.add(id)
             return {
               id,
               hash_hex: hash,
               registered_at: registeredAt,
-              signature: signer.sign(t0Payload(hash, registeredAt)),
+              signature: signatures[i]!,
               signing_key_id: signer.currentKid,
               format_version: FORMAT_VERSION
             }

@@ -1,8 +1,8 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { randomBytes } from "node:crypto"
 import type { AttestationRef } from "../Domain/AttestationId.js"
+import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { inTransaction } from "../Platform/Sql.js"
@@ -13,7 +13,7 @@ const attestationRows = decodeRows(AttestationRow)
 const claimRows = decodeRows(ClaimRow)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
 
-export const newEtag = (): string => randomBytes(12).toString("hex")
+export const newEtag = (): string => bytesToHex(randomBytes(12))
 
 /** Rows to insert (type aliases, not interfaces: `sql.insert` takes records). */
 export type NewAttestationRow = {

@@ -6,12 +6,12 @@
  * walked by number (CONTRACT §2, spec §1.8).
  */
 import { Schema } from "effect"
-import { bytesToBase64Url } from "./Bytes.js"
+import { bytesToBase64Url, randomBytes } from "./Bytes.js"
 
 export const ATTESTATION_ID_PATTERN = /^att_[A-Za-z0-9_-]{24}$/
 
-/** WebCrypto randomness (Node 20 and browsers): Domain stays portable. */
-export const newAttestationId = (): string => "att_" + bytesToBase64Url(globalThis.crypto.getRandomValues(new Uint8Array(18)))
+/** WebCrypto randomness (Node 20 and browsers, pooled): Domain stays portable. */
+export const newAttestationId = (): string => "att_" + bytesToBase64Url(randomBytes(18))
 
 export type AttestationRef =
   | { readonly _tag: "Id"; readonly id: string }

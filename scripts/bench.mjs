@@ -9,7 +9,7 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
@@ -26,6 +26,10 @@
 //                      changes where a load run's ±15% hides a few percent (scripts/bench/instructions.mjs):
 //                      BENCH_IR_SCENARIOS (verify,attest-new), BENCH_IR_REQUESTS (3000), BENCH_IR_WARMUP
 //                      (3000), BENCH_IR_CONNECTIONS (10); opt-in, a few minutes
+//   BENCH_ONLY=statements  SQLite's own share of a request, inside a running server (scripts/bench/statements.mjs):
+//                      every better-sqlite3 call timed on the event loop, per statement and per request, and the
+//                      COMMITs' percentiles. BENCH_STATEMENTS_SCENARIOS (attest-new,verify), BENCH_STATEMENTS_REQUESTS
+//                      (15000); opt-in, under a minute
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
 //                      (min(BENCH_DURATION, 5)); prints top self-time functions
@@ -33,6 +37,7 @@
 //   BENCH_QUIET_WAIT   before each run, wait up to this many seconds for other processes to go
 //                      below 20% of a core (0: do not wait); the "other" CPU column shows what remained
 //   BENCH_SERVE_ARGS   extra `attestd serve` flags, e.g. "--no-workers" (default: none, workers run)
+//   BENCH_NODE_ARGS    extra node flags for the attestd servers, e.g. "--max-semi-space-size=32" (A/B of V8 settings)
 //   BENCH_SNAPSHOT=0   run dist/ in place instead of a copy in .bench/build (default: copy, so a
 //                      concurrent rebuild of dist/ cannot change the code under test mid-run)
 //   BENCH_DIST         compiled tree to benchmark instead of dist/ (e.g. an experimental build)
@@ -99,6 +104,7 @@ let merkle
 let floor
 let costs
 let instructions
+let statements
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -151,6 +157,20 @@ const SECTIONS = [
         requests: envInt("BENCH_IR_REQUESTS", 3000),
         warmup: envInt("BENCH_IR_WARMUP", 3000),
         connections: envInt("BENCH_IR_CONNECTIONS", 10),
+        log
+      })
+    }
+  },
+  {
+    name: "statements",
+    optIn: true,
+    run: async () => {
+      const { benchStatements } = await import(new URL("./bench/statements.mjs", import.meta.url).href)
+      statements = await benchStatements({
+        scenarios: envList("BENCH_STATEMENTS_SCENARIOS", ["attest-new", "verify"]),
+        requests: envInt("BENCH_STATEMENTS_REQUESTS", 15_000),
+        connections: config.connections,
+        seed: config.seed,
         log
       })
     }
@@ -408,6 +428,7 @@ const main = async () => {
     floor: floor ?? null,
     costs: costs ?? null,
     instructions: instructions ?? null,
+    statements: statements ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

@@ -193,7 +193,8 @@ export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, ser
   const profArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
   if (profileDir) mkdirSync(profileDir, { recursive: true })
   const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: env })
-  const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...nodeArgs, ...profArgs], env: fullEnv })
+  const extraNodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
+  const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...extraNodeArgs, ...nodeArgs, ...profArgs], env: fullEnv })
   const url = `http://127.0.0.1:${port}`
   const startedAt = performance.now()
   await waitHealthy(proc, `${url}/v1/healthz`)

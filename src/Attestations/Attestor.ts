@@ -49,15 +49,14 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         const ours = new Set<string>()
         if (missing.length > 0) {
           const registeredAt = formatMicros((yield* Clock.currentTimeNanos) / 1000n)
-          const signatures = yield* signer.signAll(missing.map((hash) => t0Payload(hash, registeredAt)))
-          const rows: Array<NewAttestationRow> = missing.map((hash, i) => {
+          const rows: Array<NewAttestationRow> = missing.map((hash) => {
             const id = newAttestationId()
             ours.add(id)
             return {
               id,
               hash_hex: hash,
               registered_at: registeredAt,
-              signature: signatures[i]!,
+              signature: signer.sign(t0Payload(hash, registeredAt)),
               signing_key_id: signer.currentKid,
               format_version: FORMAT_VERSION
             }

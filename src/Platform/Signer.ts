@@ -87,36 +87,8 @@ export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
   return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(nowMillis) }
 }
 
-const encodeSignature = (der: Uint8Array): string => Buffer.from(normalizeLowS(der)).toString("base64")
-
 export const signPayload = (key: KeyObject, payload: string): string =>
-  encodeSignature(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))
-
-/**
- * Signs payloads on libuv's thread pool (node:crypto's `sign` with a callback), all
- * at once, in the order given. The event loop only dispatches each job and encodes
- * its result: a batch of attests no longer holds it for ~35 µs per signature, and the
- * signing runs on the machine's other cores (README, Performance).
- */
-export const signPayloads = (key: KeyObject, payloads: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<string>> =>
-  payloads.length === 0
-    ? Effect.succeed([])
-    : Effect.async<ReadonlyArray<string>>((resume) => {
-      const signatures = new Array<string>(payloads.length)
-      let pending = payloads.length
-      let failed = false
-      payloads.forEach((payload, i) => {
-        nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }, (error, der) => {
-          if (failed) return
-          if (error !== null) {
-            failed = true
-            return resume(Effect.die(error))
-          }
-          signatures[i] = encodeSignature(der)
-          if (--pending === 0) resume(Effect.succeed(signatures))
-        })
-      })
-    })
+  Buffer.from(normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))).toString("base64")
 
 /** Records public keys in the shared key table (idempotent). */
 export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
@@ -142,9 +114,7 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       currentKid: current.kid,
       localKeys: keys as ReadonlyArray<LoadedKey>,
       /** Signs a T0 payload with the current key: Base64 DER, low-S. */
-      sign: (payload: string): string => signPayload(current.privateKey, payload),
-      /** Signs T0 payloads with the current key on the thread pool, in order. */
-      signAll: (payloads: ReadonlyArray<string>) => signPayloads(current.privateKey, payloads)
+      sign: (payload: string): string => signPayload(current.privateKey, payload)
     }
   })
 }) {}
@@ -158,8 +128,7 @@ export const layerSignerFromKey = (key: LoadedKey) =>
       return Signer.make({
         currentKid: key.kid,
         localKeys: [key],
-        sign: (payload: string) => signPayload(key.privateKey, payload),
-        signAll: (payloads: ReadonlyArray<string>) => signPayloads(key.privateKey, payloads)
+        sign: (payload: string) => signPayload(key.privateKey, payload)
       })
     })
   )

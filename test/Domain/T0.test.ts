@@ -9,8 +9,7 @@ import { createHash, createPublicKey, verify as nodeVerify } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { FORMAT_VERSION, t0Payload } from "../../src/Domain/T0.js"
 import { formatMicros, formatMillis, parseMicros } from "../../src/Domain/Time.js"
-import { Effect } from "effect"
-import { ephemeralKey, signPayload, signPayloads } from "../../src/Platform/Signer.js"
+import { ephemeralKey, signPayload } from "../../src/Platform/Signer.js"
 
 const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n
 const WIRE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/
@@ -130,19 +129,6 @@ describe("T0 signatures", () => {
       }),
       { numRuns: 100 }
     )
-  })
-
-  it("signPayloads (the thread pool) gives each payload its own verifying low-S signature, in order", async () => {
-    const payloads = Array.from({ length: 70 }, (_, i) => t0Payload(i.toString(16).padStart(64, "0"), formatMicros(BigInt(i))))
-    const sigs = await Effect.runPromise(signPayloads(key.privateKey, payloads))
-    expect(sigs).toHaveLength(payloads.length)
-    payloads.forEach((payload, i) => {
-      expect(nodeCheck(key.jwk, payload, sigs[i]!)).toBe(true)
-      expect(nobleCheck(key.jwk, payload, sigs[i]!)).toBe(true)
-      // in order: signature i does not verify payload i+1
-      if (i + 1 < payloads.length) expect(nodeCheck(key.jwk, payloads[i + 1]!, sigs[i]!)).toBe(false)
-    })
-    expect(await Effect.runPromise(signPayloads(key.privateKey, []))).toEqual([])
   })
 
   it("signatures are randomised but each verifies", () => {

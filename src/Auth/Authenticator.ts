@@ -114,11 +114,12 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
      * For public endpoints: the caller's key when a valid one is presented, never counted
      * against the key or failed (the request is counted per address by the edge either way).
      */
-    const optionalKey = (authorization: string | undefined) =>
-      Effect.gen(function*() {
-        if (!authorization || !authorization.startsWith("Bearer ")) return Option.none<ApiKey>()
-        return yield* resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
-      })
+    const noKey = Effect.succeed(Option.none<ApiKey>())
+    /** The key a request presents, if any and valid (public routes: a bad key is no key). */
+    const optionalKey = (authorization: string | undefined): Effect.Effect<Option.Option<ApiKey>> =>
+      !authorization || !authorization.startsWith("Bearer ")
+        ? noKey
+        : resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
 
     return { authenticate, optionalKey, resolveKey }
   }),

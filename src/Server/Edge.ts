@@ -250,30 +250,35 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator> =>
-  Effect.gen(function*() {
-    const match = matchRoute(ROUTES, method, meta.path)
-    if (Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))) {
-      const charged = yield* Effect.either(chargePublic(config, yield* RateLimiter, meta))
-      if (charged._tag === "Left") return charged.left
-    }
-    if (urlHasNul(url)) return NUL_IN_URL()
-    const gates = yield* BodyGates
-    if (match !== undefined && method !== "GET" && method !== "HEAD" && (match.route.keyed || gates.has(match.route.id))) {
-      const refused = yield* beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
-        Effect.flip,
-        Effect.option,
-        Effect.provideService(RequestMeta, meta)
-      )
-      if (Option.isSome(refused)) return refused.value
-    }
+): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator> => {
+  // Combinators rather than Effect.gen: the fast lane runs this for every request.
+  const match = matchRoute(ROUTES, method, meta.path)
+  const bodySize = (): Errors.ApiError | undefined => {
     const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
     const length = Number(headerOf(headers, "content-length") ?? "0")
-    if (length > limit) {
-      return new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+    return length > limit
+      ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+      : undefined
+  }
+  const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
+    if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
+    if (match !== undefined && method !== "GET" && method !== "HEAD" && (match.route.keyed || gates.has(match.route.id))) {
+      return beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
+        Effect.flip,
+        Effect.option,
+        Effect.provideService(RequestMeta, meta),
+        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySize())
+      )
     }
-    return undefined
+    return Effect.succeed(bodySize())
   })
+  if (Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))) {
+    return Effect.flatMap(RateLimiter, (limiter) =>
+      Effect.flatMap(Effect.either(chargePublic(config, limiter, meta)), (charged) =>
+        charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
+  }
+  return afterPublicLimit
+}
 
 const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) =>
   Effect.gen(function*() {

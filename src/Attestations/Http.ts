@@ -57,19 +57,20 @@ export const attestOne = (
   quota: Quota,
   payload: typeof AttestPayload.Type
 ) =>
-  Effect.gen(function*() {
-    const key = yield* requireScope("attest")
+  // Combinators rather than Effect.gen: every attest runs this (README, Performance).
+  Effect.flatMap(requireScope("attest"), (key) => {
     const clientEncrypted = payload.client_encrypted ?? false
-    yield* checkExtraData(payload.extra_data, clientEncrypted)
-    yield* quota.consume(key, 1)
-    const [result] = yield* attestor.attest({
-      key,
-      hashes: [payload.hash_hex],
-      source: payload.source ?? null,
-      extraData: payload.extra_data ?? null,
-      clientEncrypted
-    })
-    return { status: result!.created ? 201 : 200, body: itemOf(result!) }
+    return checkExtraData(payload.extra_data, clientEncrypted).pipe(
+      Effect.zipRight(quota.consume(key, 1)),
+      Effect.zipRight(attestor.attest({
+        key,
+        hashes: [payload.hash_hex],
+        source: payload.source ?? null,
+        extraData: payload.extra_data ?? null,
+        clientEncrypted
+      })),
+      Effect.map(([result]) => ({ status: result!.created ? 201 : 200, body: itemOf(result!) }))
+    )
   })
 
 /** POST /verify for one digest; `keyId` adds that key's own source where it holds a claim. */

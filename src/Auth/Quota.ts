@@ -9,12 +9,12 @@ export class Quota extends Effect.Service<Quota>()("Auth/Quota", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     /** Adds `units` to this month's usage, or fails with QUOTA_EXCEEDED and changes nothing. */
-    const consume = (key: ApiKey, units: number) =>
+    const consume = (key: ApiKey, units: number): Effect.Effect<void, QuotaExceeded> =>
+      key.monthlyQuota === null || units <= 0 ? Effect.void : consumeCounted(key, key.monthlyQuota, units)
+    const consumeCounted = (key: ApiKey, quota: number, units: number) =>
       Effect.gen(function*() {
-        if (key.monthlyQuota === null || units <= 0) return
         const now = yield* Clock.currentTimeMillis
         const month = utcMonth(now)
-        const quota = key.monthlyQuota
         const exceeded = new QuotaExceeded({
           message: `monthly quota of ${quota} hashes exhausted for ${month}`,
           details: { quota, month },

@@ -280,17 +280,17 @@ export const admitRequest = (
   return afterPublicLimit
 }
 
-const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) =>
-  Effect.gen(function*() {
-    if (match.route.keyed) {
-      const auth = yield* Authenticator
-      const principal = yield* auth.authenticate(bearerToken(authorization))
+const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) => {
+  const gate = gates.get(match.route.id)
+  const gated = gate ? Effect.suspend(() => gate(match.params)) : Effect.void
+  if (!match.route.keyed) return gated
+  const scopes = match.route.scopes
+  return Effect.flatMap(Authenticator, (auth) =>
+    Effect.flatMap(auth.authenticate(bearerToken(authorization)), (principal) => {
       meta.principal = principal
-      if (match.route.scopes) yield* Effect.provideService(requireRouteScopes(match.route.scopes), CurrentPrincipal, principal)
-    }
-    const gate = gates.get(match.route.id)
-    if (gate) yield* gate(match.params)
-  })
+      return scopes ? Effect.zipRight(Effect.provideService(requireRouteScopes(scopes), CurrentPrincipal, principal), gated) : gated
+    }))
+}
 
 /** The body limit of the route a request reaches. */
 export const bodyLimitOfRequest = (config: AppConfigShape, method: string, path: string): number =>

@@ -144,12 +144,17 @@ export const makeFastRoutes = Effect.gen(function*() {
 
   const routes: FastRoutes = {
     "POST /attest": entry((text, headers) =>
-      Effect.gen(function*() {
+      Effect.flatMap(RequestMeta, (meta) => {
         // admitRequest authenticated the key and checked the attest scope before the body was read
-        const meta = yield* RequestMeta
-        const principal = meta.principal ?? (yield* auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim()))
-        const payload = yield* decodeAttest(text)
-        return yield* Effect.provideService(attestOne(attestor, quota, payload), CurrentPrincipal, principal)
+        const principal = meta.principal !== undefined
+          ? Effect.succeed(meta.principal)
+          : auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim())
+        return Effect.flatMap(principal, (principal) => {
+          const payload = decodeAttest(text)
+          return Either.isLeft(payload)
+            ? Effect.fail(payload.left)
+            : Effect.provideService(attestOne(attestor, quota, payload.right), CurrentPrincipal, principal)
+        })
       })),
     "POST /verify": entry((text, headers) => {
       const payload = decodeVerify(text)

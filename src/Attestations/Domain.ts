@@ -27,6 +27,11 @@ export const AttestationRow = Schema.Struct({
 })
 export type Attestation = typeof AttestationRow.Type
 
+/** The columns a verify answers with: the group read decodes these, not the whole row. */
+export const AttestationStatusRow = AttestationRow.pipe(Schema.pick("seq", "id", "hashHex", "registeredAt", "level"))
+export type AttestationStatus = typeof AttestationStatusRow.Type
+export const ATTESTATION_STATUS_COLUMNS = "seq, id, hash_hex, registered_at, level"
+
 /** `legacy_id` on the imported historical attestations that have one, absent otherwise. */
 export const legacyOf = (a: Attestation): { legacy_id?: number } => (a.legacyId === null ? {} : { legacy_id: a.legacyId })
 

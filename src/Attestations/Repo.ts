@@ -6,10 +6,20 @@ import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { inTransaction } from "../Platform/Sql.js"
-import { type Attestation, AttestationRow, type Claim, ClaimRow, Level } from "./Domain.js"
+import {
+  ATTESTATION_STATUS_COLUMNS,
+  type Attestation,
+  AttestationRow,
+  type AttestationStatus,
+  AttestationStatusRow,
+  type Claim,
+  ClaimRow,
+  Level
+} from "./Domain.js"
 
 /** Row decoders (a row that does not match its schema is a bug: a defect). */
 const attestationRows = decodeRows(AttestationRow)
+const statusRows = decodeRows(AttestationStatusRow)
 const claimRows = decodeRows(ClaimRow)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
 
@@ -60,8 +70,18 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
           (parts) => parts.flat()
         )
 
-    const findOne = (hash: string) =>
-      Effect.map(attestationRows(sql`SELECT * FROM attestations WHERE hash_hex = ${hash}`), (rows) => rows[0])
+    // A verify answers with five columns: it reads and decodes those, not the whole row.
+    const findStatus = (hash: string) =>
+      Effect.map(
+        statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE hash_hex = ${hash}`),
+        (rows) => rows[0]
+      )
+    const findStatuses = (hashes: ReadonlyArray<string>) =>
+      Effect.map(
+        Effect.forEach(chunks(hashes), (part) =>
+          statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", part)}`)),
+        (parts) => parts.flat()
+      )
 
     // Lookups that arrive in the same turn of the event loop share one statement
     // (a group read, as attests share a transaction): under load, one SELECT … IN
@@ -70,9 +90,9 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const groupRead = yield* makeGroupCommit({
       process: (hashes: ReadonlyArray<string>) =>
         hashes.length === 1
-          ? Effect.map(findOne(hashes[0]!), (a) => [a])
-          : Effect.map(findByHashes([...new Set(hashes)]), (rows) => {
-            const byHash = new Map<string, Attestation>(rows.map((a) => [a.hashHex, a]))
+          ? Effect.map(findStatus(hashes[0]!), (a) => [a])
+          : Effect.map(findStatuses([...new Set(hashes)]), (rows) => {
+            const byHash = new Map<string, AttestationStatus>(rows.map((a) => [a.hashHex, a]))
             return hashes.map((h) => byHash.get(h))
           }),
       maxBatch: 256,
@@ -80,12 +100,13 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     })
 
     /**
-     * One digest's attestation (the verify hot path), read in a group with the
-     * lookups of the same turn. Inside a transaction it reads on the
-     * transaction's connection instead: the group's worker could not use it.
+     * One digest's attestation status (the verify hot path: seq, id, hash, time,
+     * level), read in a group with the lookups of the same turn. Inside a
+     * transaction it reads on the transaction's connection instead: the group's
+     * worker could not use it.
      */
     const findByHash = (hash: string) =>
-      Effect.flatMap(inTransaction, (inTx) => (inTx ? findOne(hash) : groupRead(hash)))
+      Effect.flatMap(inTransaction, (inTx) => (inTx ? findStatus(hash) : groupRead(hash)))
 
     const findByRef = (ref: AttestationRef) =>
       Effect.map(

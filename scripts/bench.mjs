@@ -9,7 +9,7 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, sqlite-worker, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
@@ -30,6 +30,10 @@
 //                      every better-sqlite3 call timed on the event loop, per statement and per request, and the
 //                      COMMITs' percentiles. BENCH_STATEMENTS_SCENARIOS (attest-new,verify), BENCH_STATEMENTS_REQUESTS
 //                      (15000); opt-in, under a minute
+//   BENCH_ONLY=sqlite-worker  what a worker thread owning the SQLite connection would spare the event loop
+//                      (scripts/bench/sqlite-worker.mjs): a group-committed batch of attestation inserts on the
+//                      loop against the same batch in a worker; BENCH_SQLITE_WORKER_BATCHES (300),
+//                      BENCH_SQLITE_WORKER_ROWS (23); opt-in, a few seconds
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
 //                      (min(BENCH_DURATION, 5)); prints top self-time functions
@@ -105,6 +109,7 @@ let floor
 let costs
 let instructions
 let statements
+let sqliteWorker
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -171,6 +176,18 @@ const SECTIONS = [
         requests: envInt("BENCH_STATEMENTS_REQUESTS", 15_000),
         connections: config.connections,
         seed: config.seed,
+        log
+      })
+    }
+  },
+  {
+    name: "sqlite-worker",
+    optIn: true,
+    run: async () => {
+      const { benchSqliteWorker } = await import(new URL("./bench/sqlite-worker.mjs", import.meta.url).href)
+      sqliteWorker = await benchSqliteWorker({
+        batches: envInt("BENCH_SQLITE_WORKER_BATCHES", 300),
+        rows: envInt("BENCH_SQLITE_WORKER_ROWS", 23),
         log
       })
     }
@@ -429,6 +446,7 @@ const main = async () => {
     costs: costs ?? null,
     instructions: instructions ?? null,
     statements: statements ?? null,
+    sqliteWorker: sqliteWorker ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

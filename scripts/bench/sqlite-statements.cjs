@@ -31,9 +31,9 @@ const timed = (sql, f) => {
 const prepare = Database.prototype.prepare
 Database.prototype.prepare = function(sql, ...rest) {
   const statement = prepare.call(this, sql, ...rest)
-  for (const method of ["run", "all", "get", "iterate", "raw"]) {
+  // run, all and get execute the statement before they return (iterate would only start it)
+  for (const method of ["run", "all", "get"]) {
     const original = statement[method]
-    if (typeof original !== "function" || method === "raw") continue
     statement[method] = function(...args) {
       return timed(sql, () => original.apply(this, args))
     }

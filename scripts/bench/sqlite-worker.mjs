@@ -10,6 +10,7 @@
 // BENCH_ONLY=statements). An experiment for the design, not a feature of the service.
 import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
+import { createRequire } from "node:module"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -23,14 +24,15 @@ const insertSql = (n) =>
     Array.from({ length: n }, () => "(?,?,?,?,?,?)").join(",")
   } ON CONFLICT (hash_hex) DO NOTHING RETURNING *`
 
-// The worker: its own connection with the service's pragmas, one batch per message.
+// The service's pragmas (src/Platform/Sql.ts), for both connections.
+const PRAGMAS = ["journal_mode = WAL", "synchronous = FULL", "busy_timeout = 10000"]
+
+// The worker: its own connection, one batch per message.
 const WORKER = `
 const { parentPort, workerData } = require("node:worker_threads")
 const Database = require(workerData.driver)
 const db = new Database(workerData.file)
-db.pragma("journal_mode = WAL")
-db.pragma("synchronous = FULL")
-db.pragma("busy_timeout = 10000")
+for (const pragma of workerData.pragmas) db.pragma(pragma)
 const insert = db.prepare(workerData.sql)
 parentPort.on("message", ({ id, args }) => {
   db.exec("BEGIN")
@@ -64,9 +66,7 @@ export const benchSqliteWorker = async ({ batches = 300, rows = 23, log = consol
     await createApiKey({ env: attestdEnv({ dataDir: dir }) })
     const sql = insertSql(rows)
     const db = new Database(file)
-    db.pragma("journal_mode = WAL")
-    db.pragma("synchronous = FULL")
-    db.pragma("busy_timeout = 10000")
+    for (const pragma of PRAGMAS) db.pragma(pragma)
     const insert = db.prepare(sql)
     const building = await measure(batches, async () => {
       rowArgs(rows)
@@ -80,7 +80,7 @@ export const benchSqliteWorker = async ({ batches = 300, rows = 23, log = consol
       await nextTurn()
     })
     db.close()
-    const worker = new Worker(WORKER, { eval: true, workerData: { file, sql, driver: path.join(path.dirname(new URL(import.meta.resolve("better-sqlite3")).pathname), "..") } })
+    const worker = new Worker(WORKER, { eval: true, workerData: { file, sql, pragmas: PRAGMAS, driver: createRequire(import.meta.url).resolve("better-sqlite3") } })
     const waiting = new Map()
     let next = 0
     worker.on("message", ({ id, rows: returned }) => {

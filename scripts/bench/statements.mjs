@@ -10,9 +10,8 @@ import { readFileSync, rmSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
-import { createApiKey, seedHashes, startAttestd, table } from "./lib.mjs"
 import autocannon from "autocannon"
-import { randomHashHex } from "./lib.mjs"
+import { createApiKey, randomHashHex, seedHashes, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "sqlite-statements.cjs")
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))

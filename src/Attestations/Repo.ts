@@ -8,11 +8,9 @@ import { decodeRows, DbInt } from "../Platform/Rows.js"
 import { inTransaction } from "../Platform/Sql.js"
 import {
   ATTESTATION_STATUS_COLUMNS,
-  type Attestation,
   AttestationRow,
   type AttestationStatus,
   AttestationStatusRow,
-  type Claim,
   ClaimRow,
   Level
 } from "./Domain.js"
@@ -49,10 +47,15 @@ export type NewClaimRow = {
 
 const CHUNK = 400
 
-const chunks = <A>(xs: ReadonlyArray<A>, size = CHUNK): Array<ReadonlyArray<A>> => {
-  const out: Array<ReadonlyArray<A>> = []
-  for (let i = 0; i < xs.length; i += size) out.push(xs.slice(i, i + size))
-  return out
+/** One statement per CHUNK items (SQLite's bound-parameter limit), the results in order as one array. */
+const inChunks = <A, B, E, R>(
+  xs: ReadonlyArray<A>,
+  statement: (part: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>, E, R>
+): Effect.Effect<Array<B>, E, R> => {
+  if (xs.length === 0) return Effect.succeed([])
+  const parts: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < xs.length; i += CHUNK) parts.push(xs.slice(i, i + CHUNK))
+  return Effect.map(Effect.forEach(parts, statement), (results) => results.flat())
 }
 
 export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestations/AttestationRepo", {
@@ -62,13 +65,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const bool = (b: boolean) => (isPg ? b : b ? 1 : 0)
 
     const findByHashes = (hashes: ReadonlyArray<string>) =>
-      hashes.length === 0
-        ? Effect.succeed([] as Array<Attestation>)
-        : Effect.map(
-          Effect.forEach(chunks(hashes), (part) =>
-            attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", part)}`)),
-          (parts) => parts.flat()
-        )
+      inChunks(hashes, (part) => attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", part)}`))
 
     // A verify answers with five columns: it reads and decodes those, not the whole row.
     const findStatus = (hash: string) =>
@@ -77,11 +74,8 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         (rows) => rows[0]
       )
     const findStatuses = (hashes: ReadonlyArray<string>) =>
-      Effect.map(
-        Effect.forEach(chunks(hashes), (part) =>
-          statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", part)}`)),
-        (parts) => parts.flat()
-      )
+      inChunks(hashes, (part) =>
+        statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", part)}`))
 
     // Lookups that arrive in the same turn of the event loop share one statement
     // (a group read, as attests share a transaction): under load, one SELECT … IN
@@ -123,33 +117,22 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
      * a race to another writer is skipped (not returned), so callers look it up.
      */
     const insertIfAbsent = (rows: ReadonlyArray<NewAttestationRow>) =>
-      Effect.map(
-        Effect.forEach(chunks(rows), (part) =>
-          attestationRows(sql`INSERT INTO attestations ${sql.insert(part)}
-            ON CONFLICT (hash_hex) DO NOTHING RETURNING *`)),
-        (parts) => parts.flat()
-      )
+      inChunks(rows, (part) =>
+        attestationRows(sql`INSERT INTO attestations ${sql.insert(part)}
+          ON CONFLICT (hash_hex) DO NOTHING RETURNING *`))
 
     /** Inserts claims a key does not hold yet and returns the inserted ones. */
     const insertClaimsIfAbsent = (rows: ReadonlyArray<NewClaimRow>) =>
-      Effect.map(
-        Effect.forEach(chunks(rows), (part) =>
-          claimRows(sql`INSERT INTO claims ${
-            sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })))
-          } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING *`)),
-        (parts) => parts.flat()
-      )
+      inChunks(rows, (part) =>
+        claimRows(sql`INSERT INTO claims ${
+          sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })))
+        } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING *`))
 
     /** Live claims of `keyId` on the given attestations. */
     const liveClaims = (keyId: string, seqs: ReadonlyArray<number>) =>
-      seqs.length === 0
-        ? Effect.succeed([] as Array<Claim>)
-        : Effect.map(
-          Effect.forEach(chunks(seqs), (part) =>
-            claimRows(sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL
-              AND ${sql.in("attestation_seq", part)}`)),
-          (parts) => parts.flat()
-        )
+      inChunks(seqs, (part) =>
+        claimRows(sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL
+          AND ${sql.in("attestation_seq", part)}`))
 
     const countsByLevel = Effect.map(
       levelCounts(sql`SELECT level, COUNT(*) AS n FROM attestations GROUP BY level`),

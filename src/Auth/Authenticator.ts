@@ -51,15 +51,18 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
 
     /** Counts the request against the key's per-minute limit (429 when over). */
     const admit = (key: ApiKey): Effect.Effect<void, RateLimited> =>
-      Effect.zipWith(limiter.hit(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit), currentRequestMeta, (verdict, meta) => {
-        const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-        meta.rateLimit = info
-        return verdict.allowed ? undefined : new RateLimited({
-          message: `rate limit of ${verdict.limit} requests per minute exceeded`,
-          details: { limit: verdict.limit, retry_after: verdict.retryAfter },
-          rateLimit: info
-        })
-      }).pipe(Effect.flatMap((refused) => refused ? Effect.fail(refused) : Effect.void))
+      Effect.flatMap(limiter.hit(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit), (verdict) =>
+        Effect.flatMap(currentRequestMeta, (meta) => {
+          const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
+          meta.rateLimit = info
+          return verdict.allowed ? Effect.void : Effect.fail(
+            new RateLimited({
+              message: `rate limit of ${verdict.limit} requests per minute exceeded`,
+              details: { limit: verdict.limit, retry_after: verdict.retryAfter },
+              rateLimit: info
+            })
+          )
+        }))
 
     /** A share token: valid (not expired, revoked or exhausted) or 401; 100 requests/minute per token. */
     const resolveShareToken = (presented: string) =>

@@ -5,11 +5,10 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
-import * as SqliteWorker from "./SqliteWorker.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -22,45 +21,27 @@ export const dialectOf = (url: string): Dialect => {
 /** The SQLite file a `sqlite:` DATABASE_URL names, or ":memory:" for `sqlite:` alone. */
 export const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
 
-/** The database a SQLite SqlClient opened: its file, or ":memory:". */
-export class SqliteDatabase extends Context.Tag("attestd/SqliteDatabase")<SqliteDatabase, { readonly filename: string }>() {}
-
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
 export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
-  Effect.serviceOption(SqliteDatabase),
-  (db) => Option.isSome(db) && db.value.filename !== ":memory:" ? db.value.filename : undefined
+  Effect.serviceOption(SqliteClient.SqliteClient),
+  (client) => Option.isSome(client) && client.value.config.filename !== ":memory:" ? client.value.config.filename : undefined
 )
 
-/** Set on every connection before its first statement. */
-const SQLITE_PRAGMAS = [
-  "busy_timeout = 10000",
-  // FULL, not NORMAL: in WAL mode NORMAL may lose the last committed transactions on
-  // power loss, and an acknowledged T0 (or a sealed batch, an anchor, a webhook outbox
-  // row) must survive it. Group commit amortises the extra fsync per commit, and the
-  // connection's own thread (SqliteWorker.ts) keeps the fsync off the event loop.
-  "synchronous = FULL",
-  "foreign_keys = ON"
-]
-
-/**
- * Whether this process is the single executable (scripts/bundle.mjs --sea): its
- * better-sqlite3 is bundled into the executable, where a worker thread cannot load it.
- */
-const inSingleExecutable = (): boolean => "__attestdSqliteBinding" in globalThis
-
-/**
- * The connection lives in a worker thread (SqliteWorker.ts), except in the single
- * executable, which keeps `@effect/sql-sqlite-node`'s connection on the event loop.
- */
 const sqliteLayer = (url: string) => {
   const filename = sqlitePath(url)
   if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
-  const database = Layer.succeed(SqliteDatabase, { filename })
-  if (!inSingleExecutable()) return Layer.merge(SqliteWorker.layer({ filename, pragmas: SQLITE_PRAGMAS }), database)
   const pragmas = Layer.effectDiscard(
-    Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(SQLITE_PRAGMAS, (pragma) => sql.unsafe(`PRAGMA ${pragma}`), { discard: true }))
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe("PRAGMA busy_timeout = 10000")
+      // FULL, not NORMAL: in WAL mode NORMAL may lose the last committed transactions on
+      // power loss, and an acknowledged T0 (or a sealed batch, an anchor, a webhook outbox
+      // row) must survive it. Group commit amortises the extra fsync per commit.
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
+      yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    })
   )
-  return Layer.merge(Layer.provideMerge(pragmas, SqliteClient.layer({ filename })), database)
+  return Layer.provideMerge(pragmas, SqliteClient.layer({ filename }))
 }
 
 const pgLayer = (url: string, maxConnections: number) =>

@@ -9,7 +9,7 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, sqlite-worker, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, sqlite-worker, mixed, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
@@ -34,6 +34,9 @@
 //                      (scripts/bench/sqlite-worker.mjs): a group-committed batch of attestation inserts on the
 //                      loop against the same batch in a worker; BENCH_SQLITE_WORKER_BATCHES (300),
 //                      BENCH_SQLITE_WORKER_ROWS (23); opt-in, a few seconds
+//   BENCH_ONLY=mixed   attest-new and verify against one server at once (scripts/bench/mixed.mjs), on each
+//                      of BENCH_MIXED_STORES (sqlite,pg): BENCH_MIXED_ATTEST (40) and BENCH_MIXED_VERIFY (10)
+//                      connections, each workload's req/s and latency; opt-in, ~30 s per store
 //   BENCH_PROFILE=1    also run profiled servers (--cpu-prof) for BENCH_PROFILE_SCENARIOS
 //                      (attest-new,verify) on BENCH_PROFILE_DB (sqlite), BENCH_PROFILE_DURATION s each
 //                      (min(BENCH_DURATION, 5)); prints top self-time functions
@@ -110,6 +113,7 @@ let costs
 let instructions
 let statements
 let sqliteWorker
+let mixed
 const pipeline = {}
 let buildDir = path.join(ROOT, "dist")
 
@@ -188,6 +192,23 @@ const SECTIONS = [
       sqliteWorker = await benchSqliteWorker({
         batches: envInt("BENCH_SQLITE_WORKER_BATCHES", 300),
         rows: envInt("BENCH_SQLITE_WORKER_ROWS", 23),
+        log
+      })
+    }
+  },
+  {
+    name: "mixed",
+    optIn: true,
+    run: async () => {
+      const { benchMixed } = await import(new URL("./bench/mixed.mjs", import.meta.url).href)
+      mixed = await benchMixed({
+        stores: envList("BENCH_MIXED_STORES", ["sqlite", "pg"]),
+        attestConnections: envInt("BENCH_MIXED_ATTEST", 40),
+        verifyConnections: envInt("BENCH_MIXED_VERIFY", 10),
+        duration: config.duration,
+        warmup: config.warmup,
+        seed: config.seed,
+        quietWaitMs: config.quietWait * 1000,
         log
       })
     }
@@ -447,6 +468,7 @@ const main = async () => {
     instructions: instructions ?? null,
     statements: statements ?? null,
     sqliteWorker: sqliteWorker ?? null,
+    mixed: mixed ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))
   }
   writeFileSync(path.join(BENCH_DIR, "last.json"), JSON.stringify(out, null, 2))

@@ -7,7 +7,9 @@
 // cost of building the rows. The schema comes from `attestd keys create` on a
 // fresh data dir (the service's migrations). BENCH_SQLITE_WORKER_BATCHES (300),
 // BENCH_SQLITE_WORKER_ROWS (23: a typical batch at 50 connections,
-// BENCH_ONLY=statements). An experiment for the design, not a feature of the service.
+// BENCH_ONLY=statements). An experiment for the design, not a feature of the service: the
+// client it argued for was built (e1367bd) and measured slower on 2 cores, so reverted
+// (README, Performance).
 import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
 import { createRequire } from "node:module"

@@ -5,8 +5,7 @@
 //   sign       node:crypto ECDSA P-256 over the T0 message with an already parsed key
 //   <store>    sign + a group-committed insert of 64 attestation rows (and their claim rows)
 //              per transaction, the shape attest-new writes; SQLite with the service's pragmas
-//              (WAL, every commit fsynced, as the server's are: src/Platform/Sqlite.ts), Postgres
-//              with synchronous_commit on
+//              (WAL, synchronous as the server sets it), Postgres with synchronous_commit on
 //   lookup     one indexed SELECT by hash_hex (what verify and attest-existing read)
 //
 // Figures are process CPU µs per hash (robust to other load) and wall µs per hash; for

@@ -4,11 +4,11 @@
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer, Option, Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
-import * as Sqlite from "./Sqlite.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -21,28 +21,27 @@ export const dialectOf = (url: string): Dialect => {
 /** The SQLite file a `sqlite:` DATABASE_URL names, or ":memory:" for `sqlite:` alone. */
 export const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
 
-/** The database a SQLite SqlClient opened: its file, or ":memory:". */
-export class SqliteDatabase extends Context.Tag("attestd/SqliteDatabase")<SqliteDatabase, { readonly filename: string }>() {}
-
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
 export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
-  Effect.serviceOption(SqliteDatabase),
-  (db) => Option.isSome(db) && db.value.filename !== ":memory:" ? db.value.filename : undefined
+  Effect.serviceOption(SqliteClient.SqliteClient),
+  (client) => Option.isSome(client) && client.value.config.filename !== ":memory:" ? client.value.config.filename : undefined
 )
 
-/**
- * Durability: every commit is on disk before the statement that made it completes
- * (as `synchronous = FULL` would have it), but its fsync runs off the event loop:
- * see Sqlite.ts. An acknowledged T0, a sealed batch, an anchor, a webhook outbox row
- * survive power loss.
- */
 const sqliteLayer = (url: string) => {
   const filename = sqlitePath(url)
   if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
-  return Layer.merge(
-    Sqlite.layer({ filename, pragmas: ["busy_timeout = 10000", "foreign_keys = ON"] }),
-    Layer.succeed(SqliteDatabase, { filename })
+  const pragmas = Layer.effectDiscard(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe("PRAGMA busy_timeout = 10000")
+      // FULL, not NORMAL: in WAL mode NORMAL may lose the last committed transactions on
+      // power loss, and an acknowledged T0 (or a sealed batch, an anchor, a webhook outbox
+      // row) must survive it. Group commit amortises the extra fsync per commit.
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
+      yield* sql.unsafe("PRAGMA foreign_keys = ON")
+    })
   )
+  return Layer.provideMerge(pragmas, SqliteClient.layer({ filename }))
 }
 
 const pgLayer = (url: string, maxConnections: number) =>

@@ -339,13 +339,16 @@ const report = () => {
         base && r.serverCpuUsPerReq ? fmt((r.costRatio = base.serverCpuUsPerReq / r.serverCpuUsPerReq), 3) : "",
         r.floorUs === undefined ? "" : fmt(r.floorUs),
         r.floorUs && r.serverCpuUsPerReq ? `${fmt(r.serverCpuUsPerReq / r.floorUs, 1)}×` : "",
-        cpu
+        cpu,
+        r.loopBusy === undefined ? "" : fmt(100 * r.loopBusy)
       ]
     })
     lines.push(
-      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other"], body, { right: [2, 3, 4, 7, 8, 9, 10] })
+      table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other", "loop%"], body, { right: [2, 3, 4, 7, 8, 9, 10, 12] })
     )
     lines.push("")
+    lines.push("loop%: how much of the run the server's event loop was running code (attestd_event_loop_busy_seconds_total);")
+    lines.push("near 100 it is saturated, and only less CPU per request can raise req/s.")
     lines.push("srv µs/req: server CPU time per request (robust to other load on the machine); cost ratio: the")
     lines.push("baseline's µs/req ÷ this one's. The bare server shares the cores with the load generator, attestd")
     lines.push("mostly does not, so on a quiet machine the req/s ratio comes out ~1.5-2× the cost ratio.")

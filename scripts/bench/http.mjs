@@ -107,6 +107,7 @@ const runScenario = async ({ server, label, scenario, ctx, load, postgres = fals
     url: server.url,
     request: spec.request(ctx),
     serverPid: server.pid,
+    metricsUrl: server.metricsUrl,
     postgres,
     title: `${label} ${scenario}`
   })
@@ -120,8 +121,9 @@ const runScenario = async ({ server, label, scenario, ctx, load, postgres = fals
     }
   }
   const flag = result.non2xx > 0 || result.errors > 0 ? `  <-- ${result.non2xx} non-2xx, ${result.errors} errors!` : ""
+  const loop = result.loopBusy === undefined ? "" : `, event loop ${(100 * result.loopBusy).toFixed(0)}% busy`
   const gc = result.groupCommit?.meanBatch ? `, group commit ${result.groupCommit.meanBatch.toFixed(1)} hashes/transaction` : ""
-  log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req${gc}${flag}`)
+  log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req${loop}${gc}${flag}`)
   return { server: label, db: server.db ?? null, scenario, describe: spec.describe, baseline: spec.baseline ?? null, target: spec.target?.[server.db] ?? null, ...result }
 }
 

@@ -192,7 +192,9 @@ export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, ser
   if (!dataDir) tempDirs.add(dir)
   const profArgs = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : []
   if (profileDir) mkdirSync(profileDir, { recursive: true })
-  const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: env })
+  // the metrics listener: the bench reads the event loop's busy time from it around each run
+  const metricsPort = await freePort()
+  const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: { ATTESTD_METRICS_PORT: String(metricsPort), ...env } })
   const extraNodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
   const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...extraNodeArgs, ...nodeArgs, ...profArgs], env: fullEnv })
   const url = `http://127.0.0.1:${port}`
@@ -203,6 +205,7 @@ export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, ser
     ...proc,
     url,
     port,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     kind: "attestd",
     db: databaseUrl ? "pg" : "sqlite",
     dataDir: dir,
@@ -424,7 +427,19 @@ export const waitQuiet = async ({ maxWaitMs, threshold = 20, exclude = [] }) => 
  * warmup seconds are run first and discarded. Returns a compact summary plus the
  * raw autocannon result.
  */
-export const runLoad = async ({ url, request, duration = 10, warmup = 2, connections = 50, pipelining = 1, serverPid, postgres = false, title, quietWaitMs = 0 }) => {
+/** The server's attestd_event_loop_busy_seconds_total and when it was read (seconds), or undefined. */
+const loopBusyAt = async (metricsUrl) => {
+  if (!metricsUrl) return undefined
+  try {
+    const text = await (await fetch(metricsUrl)).text()
+    const m = /^attestd_event_loop_busy_seconds_total (\S+)$/m.exec(text)
+    return m ? { busy: Number(m[1]), at: performance.now() / 1000 } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+export const runLoad = async ({ url, request, duration = 10, warmup = 2, connections = 50, pipelining = 1, serverPid, postgres = false, title, quietWaitMs = 0, metricsUrl }) => {
   const opts = (d) => ({
     url,
     title,
@@ -436,11 +451,13 @@ export const runLoad = async ({ url, request, duration = 10, warmup = 2, connect
   })
   const quiet = quietWaitMs > 0 ? await waitQuiet({ maxWaitMs: quietWaitMs, exclude: serverPid ? [serverPid] : [] }) : undefined
   if (warmup > 0) await autocannon(opts(warmup))
+  const loopBefore = await loopBusyAt(metricsUrl)
   const meter = cpuMeter({ serverPid, postgres })
   const startUs = Number(process.hrtime.bigint() / 1000n)
   const r = await autocannon(opts(duration))
   const endUs = Number(process.hrtime.bigint() / 1000n)
   const cpu = meter()
+  const loopAfter = await loopBusyAt(metricsUrl)
   return {
     title,
     rps: r.requests.total / r.duration,
@@ -456,6 +473,8 @@ export const runLoad = async ({ url, request, duration = 10, warmup = 2, connect
     statusCodes: Object.fromEntries(Object.entries(r.statusCodeStats ?? {}).map(([k, v]) => [k, Number(v.count)])),
     connections,
     cpu,
+    // the share of the run the server's event loop spent running code (1: saturated)
+    loopBusy: loopBefore && loopAfter ? (loopAfter.busy - loopBefore.busy) / (loopAfter.at - loopBefore.at) : undefined,
     quietBefore: quiet,
     // server CPU time per request: comparable across runs even when the machine is shared
     serverCpuUsPerReq: cpu.server === undefined || r.requests.total === 0 ? undefined : (cpu.server / 100) * 1e6 / (r.requests.total / r.duration),

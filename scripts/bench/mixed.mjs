@@ -24,7 +24,7 @@ export const benchMixed = async ({ stores = ["sqlite"], attestConnections = 40, 
       const ctx = { key, existing }
       log(`  ${db}: ${attestConnections} connections attesting fresh hashes and ${verifyConnections} verifying, at once, ${duration} s …`)
       const [attest, verify] = await Promise.all([
-        runLoad({ url: server.url, request: SCENARIOS["attest-new"].request(ctx), duration, warmup, connections: attestConnections, serverPid: server.pid, postgres: db === "pg", title: `${db} mixed attest-new`, quietWaitMs }),
+        runLoad({ url: server.url, request: SCENARIOS["attest-new"].request(ctx), duration, warmup, connections: attestConnections, serverPid: server.pid, metricsUrl: server.metricsUrl, postgres: db === "pg", title: `${db} mixed attest-new`, quietWaitMs }),
         runLoad({ url: server.url, request: SCENARIOS.verify.request(ctx), duration, warmup, connections: verifyConnections, title: `${db} mixed verify` })
       ])
       const both = attest.rps + verify.rps
@@ -38,13 +38,14 @@ export const benchMixed = async ({ stores = ["sqlite"], attestConnections = 40, 
   const bad = out.filter((r) => r.attest.non2xx + r.attest.errors + r.verify.non2xx + r.verify.errors > 0)
   if (bad.length > 0) throw new Error(`mixed: answers that were not 2xx on ${bad.map((r) => r.db).join(", ")}`)
   log(table(
-    ["store", "attest-new req/s", "p50 ms", "p99 ms", "verify req/s", "p50 ms", "p99 ms", "srv µs/req (both)"],
-    out.map((r) => [r.db, r.attest.rps.toFixed(0), r.attest.p50, r.attest.p99, r.verify.rps.toFixed(0), r.verify.p50, r.verify.p99, r.serverCpuUsPerReq?.toFixed(0) ?? "-"]),
-    { right: [1, 2, 3, 4, 5, 6, 7] }
+    ["store", "attest-new req/s", "p50 ms", "p99 ms", "verify req/s", "p50 ms", "p99 ms", "srv µs/req (both)", "loop%"],
+    out.map((r) => [r.db, r.attest.rps.toFixed(0), r.attest.p50, r.attest.p99, r.verify.rps.toFixed(0), r.verify.p50, r.verify.p99, r.serverCpuUsPerReq?.toFixed(0) ?? "-", r.attest.loopBusy === undefined ? "-" : (100 * r.attest.loopBusy).toFixed(0)]),
+    { right: [1, 2, 3, 4, 5, 6, 7, 8] }
   ))
   return out.map(({ db, attest, verify, serverCpuUsPerReq }) => ({
     db,
     serverCpuUsPerReq,
+    loopBusy: attest.loopBusy,
     attest: { rps: attest.rps, p50: attest.p50, p99: attest.p99, connections: attestConnections },
     verify: { rps: verify.rps, p50: verify.p50, p99: verify.p99, connections: verifyConnections }
   }))

@@ -73,6 +73,15 @@ export const webhookDeliveries = Metric.counter("attestd_webhook_deliveries_tota
   description: "Webhook delivery attempts, by outcome (succeeded, retrying, failed)."
 })
 
+// This process, brought up to date at scrape time: a rate() of either is how busy the instance is.
+// An event loop busy ~100% of the time is saturated whatever the CPU total says (README, Performance).
+const eventLoopBusy = Metric.counter("attestd_event_loop_busy_seconds_total", {
+  description: "Time the main thread's event loop spent running code rather than waiting for I/O (performance.eventLoopUtilization)."
+})
+const processCpu = Metric.counter("attestd_process_cpu_seconds_total", {
+  description: "CPU time of the whole process, user and system, every thread included (process.cpuUsage)."
+})
+
 // Scrape-time gauges
 const buildInfo = Metric.gauge("attestd_build_info", { description: "Always 1; labelled with the service version and Node.js version." })
 const signingKeyInfo = Metric.gauge("attestd_signing_key_info", { description: "1 for the key id this instance signs new T0 attestations with." })
@@ -141,6 +150,18 @@ const ageSeconds = (now: number, iso: unknown): number => {
 }
 
 const tokenExpiries = new Map<string, { readonly token: string; readonly days: number }>()
+
+let counted = { busyMs: 0, cpuUs: 0 }
+
+/** Adds to the process counters what the loop and the CPU did since the last scrape. */
+const refreshProcessCounters = () => {
+  const busyMs = performance.eventLoopUtilization().active
+  const cpu = process.cpuUsage()
+  const cpuUs = cpu.user + cpu.system
+  eventLoopBusy.unsafeUpdate(Math.max(0, busyMs - counted.busyMs) / 1000, [])
+  processCpu.unsafeUpdate(Math.max(0, cpuUs - counted.cpuUs) / 1e6, [])
+  counted = { busyMs, cpuUs }
+}
 
 /** Updates the scrape-time gauges from the database and this instance's signer. */
 export const refreshGauges = Effect.gen(function*() {
@@ -234,6 +255,7 @@ export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Unty
 
 /** One scrape: refresh the database gauges, then render the registry. */
 export const scrape = Effect.gen(function*() {
+  refreshProcessCounters()
   yield* refreshGauges.pipe(Effect.catchAllCause((cause) => Effect.logWarning("metrics: database gauges unavailable", cause)))
   return renderPrometheus(yield* Metric.snapshot)
 })

@@ -121,6 +121,7 @@ for (const dialect of await dialects()) {
     })
 
     it("exposes every series with help text, and the values move with activity", async () => {
+      const startedAt = performance.now()
       const before = await scrape(server)
       // The registry is per process and these tests run two servers in one: counters are compared as deltas.
       const grew = (e: Exposition, name: string, labels: Record<string, string> = {}) =>
@@ -152,6 +153,13 @@ for (const dialect of await dialects()) {
       expect(refused).toBeGreaterThan(0)
 
       const after = await scrape(server)
+      const elapsedSeconds = (performance.now() - startedAt) / 1000
+      // The process counters: both grew with the work; the loop cannot have been busy longer than the time that passed.
+      const busy = value(after, "attestd_event_loop_busy_seconds_total") - value(before, "attestd_event_loop_busy_seconds_total")
+      expect(busy).toBeGreaterThan(0)
+      expect(busy).toBeLessThanOrEqual(elapsedSeconds)
+      expect(value(after, "attestd_process_cpu_seconds_total")).toBeGreaterThan(value(before, "attestd_process_cpu_seconds_total"))
+      expect([after.types.get("attestd_event_loop_busy_seconds_total"), after.types.get("attestd_process_cpu_seconds_total")]).toEqual(["counter", "counter"])
       expect(value(after, "attestd_attestations_created_total") - value(before, "attestd_attestations_created_total"))
         .toBeGreaterThanOrEqual(4)
       const answered = (e: Exposition) =>

@@ -6,7 +6,8 @@
  * cannot hold more than its share of connections, so slow connections
  * (slowloris) cannot starve other clients.
  */
-import type { IncomingMessage, Server } from "node:http"
+import { randomUUID } from "node:crypto"
+import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Socket } from "node:net"
 import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
@@ -74,10 +75,65 @@ export const lingerOnUnreadBodies = (server: Server) => {
     socket.destroySoon = () => {
       const req = current.get(socket)
       if (req === undefined || req.complete || !socket.writable) return destroySoon()
-      const timer = setTimeout(() => socket.destroy(), LINGER_MS)
-      socket.once("end", () => socket.destroy())
-      socket.once("close", () => clearTimeout(timer))
-      socket.end()
+      lingeringClose(socket)
     }
+  })
+}
+
+/** Ends our side, then reads and discards until the client closes its side or LINGER_MS pass. */
+const lingeringClose = (socket: Socket) => {
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS)
+  socket.once("end", () => socket.destroy())
+  socket.once("close", () => clearTimeout(timer))
+  socket.end()
+}
+
+/** Status, code and message for a request Node could not read (its `clientError`). */
+const clientErrorAnswer = (code: string | undefined): readonly [number, string, string] => {
+  switch (code) {
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return [408, "REQUEST_TIMEOUT", "the request did not arrive whole within the server's timeout"]
+    case "HPE_HEADER_OVERFLOW":
+      return [431, "VALIDATION_ERROR", "the request's headers are too large"]
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return [413, "VALIDATION_ERROR", "the request's chunk extensions are too large"]
+    default:
+      return [400, "VALIDATION_ERROR", "malformed HTTP request"]
+  }
+}
+
+/**
+ * Requests Node cannot read: a malformed request line or header, headers too large, or
+ * a request still arriving when ATTESTD_HEADERS_TIMEOUT / ATTESTD_REQUEST_TIMEOUT pass.
+ * Node's own answer is a bare status line (no body, no X-Request-Id) and an immediate
+ * destroy, which can reset the connection before the client reads even that. Here the
+ * answer has the error envelope (408 is `REQUEST_TIMEOUT`, the others
+ * `VALIDATION_ERROR`), an X-Request-Id (spec §7: every response carries one) and
+ * `Connection: close`, then the socket closes lingering, as after a refused upload.
+ * `onAnswer` counts each answer by status (metrics).
+ */
+export const answerClientErrors = (server: Server, onAnswer: (status: number) => void = () => {}) => {
+  const answered = new WeakSet<Socket>()
+  server.on("clientError", (error: Error & { readonly code?: string }, socket: Socket) => {
+    // the parser may report again on data that follows: the first answer stands
+    if (answered.has(socket)) return
+    answered.add(socket)
+    // an answer already under way on this socket cannot be followed by another
+    const inFlight = (socket as unknown as { _httpMessage?: ServerResponse | null })._httpMessage
+    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+      socket.destroy()
+      return
+    }
+    const [status, code, message] = clientErrorAnswer(error.code)
+    const body = JSON.stringify({ error: true, code, message, details: null })
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `x-request-id: ${randomUUID()}\r\nconnection: close\r\n\r\n${body}`
+    )
+    onAnswer(status)
+    // what the client still sends is read and dropped, not parsed
+    socket.removeAllListeners("data")
+    socket.on("data", () => {})
+    lingeringClose(socket)
   })
 }

@@ -19,11 +19,12 @@ import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
-import { applyServerLimits, lingerOnUnreadBodies } from "./Connections.js"
+import { answerClientErrors, applyServerLimits, lingerOnUnreadBodies } from "./Connections.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
 import { errorParts } from "../Http/Envelope.js"
+import * as Metrics from "../Platform/Metrics.js"
 import { fastRouteOf, type FastRoutes, type NodeHandler } from "./FastLane.js"
 
 export interface NodeServerOptions<R> {
@@ -74,6 +75,7 @@ const make = <R>(options: NodeServerOptions<R>) =>
     )
     options.drainer.server = server
     lingerOnUnreadBodies(server)
+    answerClientErrors(server, (status) => Metrics.inc(Metrics.httpRequests, { method: "-", route: "(unreadable)", status: String(status) }))
     if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
     yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
       const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))

@@ -16,6 +16,18 @@ import { AppConfig, appConfig, DEFAULT_PUBLIC_RATE_LIMIT, DEFAULT_SERVER_LIMITS 
 import { dialects } from "../helpers/databases.js"
 import { client, expectEnvelope, randomHash, startTestServer, type TestServer } from "../helpers/server.js"
 
+/** A raw HTTP/1.1 answer: status, lower-cased headers, and the body as JSON. */
+const parseRaw = (text: string): { status: number; headers: Record<string, string>; body: unknown } => {
+  const end = text.indexOf("\r\n\r\n")
+  const [statusLine, ...lines] = text.slice(0, end).split("\r\n")
+  const headers: Record<string, string> = {}
+  for (const line of lines) {
+    const colon = line.indexOf(":")
+    headers[line.slice(0, colon).toLowerCase()] = line.slice(colon + 1).trim()
+  }
+  return { status: Number(statusLine!.split(" ")[1]), headers, body: JSON.parse(text.slice(end + 4)) }
+}
+
 const configFrom = (env: Record<string, string>) =>
   Effect.runSync(Effect.either(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))))
 
@@ -357,6 +369,37 @@ for (const dialect of await dialects()) {
         socket.once("error", reject)
       })
 
+    /** Sends `text` on a fresh connection and collects everything until the server closes it. */
+    const rawExchange = (port: number, text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = net.connect({ port, host: "127.0.0.1" })
+        const received: Array<Buffer> = []
+        socket.on("data", (d) => received.push(d))
+        socket.on("error", reject)
+        socket.once("close", () => resolve(Buffer.concat(received).toString("utf8")))
+        socket.once("connect", () => socket.write(text))
+      })
+
+    it("a request Node cannot read is answered with the envelope and an X-Request-Id, then closed; the server goes on", async () => {
+      const port = Number(new URL(server.url).port)
+      const malformed = parseRaw(await rawExchange(port, "POST /v1/verify HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n"))
+      expect(malformed.status).toBe(400)
+      expect(malformed.body).toEqual({ error: true, code: "VALIDATION_ERROR", message: "malformed HTTP request", details: null })
+      const badLine = parseRaw(await rawExchange(port, "NOT HTTP AT ALL\r\n\r\n"))
+      expect(badLine.status).toBe(400)
+      const huge = parseRaw(await rawExchange(port, `GET /v1/info HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`))
+      expect(huge.status).toBe(431)
+      expect(huge.body).toEqual({ error: true, code: "VALIDATION_ERROR", message: "the request's headers are too large", details: null })
+      for (const answer of [malformed, badLine, huge]) {
+        expect(answer.headers["content-type"]).toBe("application/json")
+        expect(answer.headers["connection"]).toBe("close")
+        expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/)
+      }
+      expect(new Set([malformed, badLine, huge].map((a) => a.headers["x-request-id"])).size).toBe(3)
+      const after = await client(server.url).post("/v1/verify", { hash_hex: randomHash() })
+      expect(after.status).toBe(200)
+    })
+
     /** A request from another address (127.0.0.2), on a fresh connection. */
     const legit = (port: number, method: string, path: string, body: unknown, key?: string) =>
       new Promise<{ status: number; body: any }>((resolve, reject) => {
@@ -402,9 +445,16 @@ for (const dialect of await dialects()) {
       await Promise.all(attackers.map((a) => a.closed))
       // over the per-address cap: closed on accept without a byte; the others: 408 after the timeout
       const refused = attackers.filter((a) => a.received.length === 0).length
-      const timedOut = attackers.filter((a) => a.received.join("").startsWith("HTTP/1.1 408")).length
+      const timedOut = attackers.filter((a) => a.received.join("").startsWith("HTTP/1.1 408"))
       expect(refused).toBe(6)
-      expect(timedOut).toBe(PER_ADDRESS)
+      expect(timedOut.length).toBe(PER_ADDRESS)
+      // each 408 is an envelope with its own X-Request-Id
+      for (const a of timedOut) {
+        const answer = parseRaw(a.received.join(""))
+        expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/)
+        expect(answer.headers["connection"]).toBe("close")
+        expect(answer.body).toEqual({ error: true, code: "REQUEST_TIMEOUT", message: expect.any(String), details: null })
+      }
       // and the address can connect again once its connections are gone
       const again = await client(server.url).post("/v1/verify", { hash_hex: hash })
       expect(again.body.exists).toBe(true)

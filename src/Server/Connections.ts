@@ -134,6 +134,7 @@ export const answerClientErrors = (server: Server, onAnswer: (status: number) =>
     // what the client still sends is read and dropped, not parsed
     socket.removeAllListeners("data")
     socket.on("data", () => {})
+    socket.resume()
     lingeringClose(socket)
   })
 }

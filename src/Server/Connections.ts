@@ -4,7 +4,9 @@
  * ATTESTD_MAX_CONNECTIONS_PER_ADDRESS). A client that dribbles its headers or
  * body is answered 408 and closed once the deadline passes, and one address
  * cannot hold more than its share of connections, so slow connections
- * (slowloris) cannot starve other clients.
+ * (slowloris) cannot starve other clients. A request Node cannot read gets the
+ * error envelope, and a connection closed with input still arriving closes
+ * lingering, so the client reads its answer.
  */
 import { randomUUID } from "node:crypto"
 import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"

@@ -78,8 +78,19 @@ describe.skipIf(!hasPg)(`${INSTANCES} instances anchoring one Postgres database`
       withDb(db!.url, async (query) =>
         (await query("SELECT COUNT(*)::int AS n FROM calendar_submissions WHERE status = 'unsubmitted'"))[0]!.n === 0), 10_000, 200)
     calendar.mine()
+    const minedAt = Date.now()
     await waitFor("every attestation at T2", async () =>
-      withDb(db!.url, async (query) => (await query("SELECT COUNT(*)::int AS n FROM attestations WHERE level <> 'T2'"))[0]!.n === 0), 20_000, 200)
+      withDb(db!.url, async (query) => (await query("SELECT COUNT(*)::int AS n FROM attestations WHERE level <> 'T2'"))[0]!.n === 0), 45_000, 200)
+      .catch(async (e: Error) => {
+        // what the database and the instances say, for the one who reads the failure
+        const days = await withDb(db!.url, (query) => query("SELECT id, status FROM daily_roots ORDER BY id"))
+        const subs = await withDb(db!.url, (query) => query("SELECT daily_root_id, status, last_error FROM calendar_submissions ORDER BY daily_root_id"))
+        const said = procs.map((p, i) =>
+          `instance ${i}:\n` + p.output().split("\n").filter((l) => /daily root|upgrade|T2|calendar|bitcoin|warn/i.test(l)).slice(-15).join("\n")
+        )
+        throw new Error(`${e.message} (${Date.now() - minedAt} ms after mining)\ndays ${JSON.stringify(days)}\nsubmissions ${JSON.stringify(subs)}\n${said.join("\n")}`)
+      })
+    console.log(`[multi-anchor] every attestation at T2 ${Date.now() - minedAt} ms after mining`)
 
     await withDb(db.url, async (query) => {
       expect(await query("SELECT window_end FROM daily_roots GROUP BY window_end HAVING COUNT(*) > 1")).toEqual([])

@@ -140,11 +140,11 @@ export const benchBare = async ({ scenarios = BARE_SCENARIOS, load, log = consol
 }
 
 /**
- * attestd on `db` ("sqlite" | "pg"): fresh database, one server, an API key,
- * `seed` pre-attested hashes, then each scenario. With profileDir the server
- * runs under --cpu-prof and the summary of its profile is returned too.
+ * A fresh database on `db` ("sqlite" | "pg"), one attestd server on it, an API key and
+ * `seed` pre-attested hashes; runs `use(server, { key, existing })`, then stops the
+ * server (so a --cpu-prof profile is written) and drops the database.
  */
-export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, serveArgs = [], label = db, log = console.log }) => {
+export const withSeededAttestd = async ({ db, label = db, seed = 1000, profileDir, serveArgs = [], log = console.log }, use) => {
   const dbName = `attestd_bench_${process.pid}_${label.replace(/[^a-z0-9]/g, "")}`
   const pgSettings = process.env.BENCH_PG_SYNC_COMMIT ? { synchronous_commit: process.env.BENCH_PG_SYNC_COMMIT } : {}
   const databaseUrl = db === "pg" ? await createPgDatabase(dbName, pgSettings) : undefined
@@ -156,22 +156,32 @@ export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, se
     const existing = Array.from({ length: seed }, randomHashHex)
     const created = await seedHashes(server.url, key, existing)
     if (created !== seed) throw new Error(`seeded ${created} of ${seed} hashes`)
-    const ctx = { key, existing }
-    const out = []
-    for (const s of scenarios) out.push(await runScenario({ server, label, scenario: s, ctx, load, postgres: db === "pg", log }))
+    const result = await use(server, { key, existing })
     await server.stop()
     server = undefined
-    if (profileDir) {
-      const profile = summarizeProfile(newestProfile(profileDir), {
-        window: { startUs: Math.min(...out.map((r) => r.window.startUs)), endUs: Math.max(...out.map((r) => r.window.endUs)) }
-      })
-      return { results: out, profile }
-    }
-    return { results: out }
+    return result
   } finally {
     if (server) await server.stop()
     if (db === "pg") await dropPgDatabase(dbName).catch((e) => log(`  could not drop ${dbName}: ${e.message}`))
   }
+}
+
+/**
+ * attestd on `db` ("sqlite" | "pg"): fresh database, one server, an API key,
+ * `seed` pre-attested hashes, then each scenario. With profileDir the server
+ * runs under --cpu-prof and the summary of its profile is returned too.
+ */
+export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, serveArgs = [], label = db, log = console.log }) => {
+  const out = await withSeededAttestd({ db, label, seed, profileDir, serveArgs, log }, async (server, ctx) => {
+    const results = []
+    for (const s of scenarios) results.push(await runScenario({ server, label, scenario: s, ctx, load, postgres: db === "pg", log }))
+    return results
+  })
+  if (!profileDir) return { results: out }
+  const profile = summarizeProfile(newestProfile(profileDir), {
+    window: { startUs: Math.min(...out.map((r) => r.window.startUs)), endUs: Math.max(...out.map((r) => r.window.endUs)) }
+  })
+  return { results: out, profile }
 }
 
 /** One profiled server per scenario, so each profile shows one workload. */

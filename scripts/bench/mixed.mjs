@@ -7,21 +7,13 @@
 // workload slows the other: e.g. a COMMIT's fsync on the event loop delays every
 // verify behind it, and moving it to a thread (tried: README, Performance) adds
 // round trips to every transaction.
-import { SCENARIOS } from "./http.mjs"
-import { createApiKey, createPgDatabase, dropPgDatabase, randomHashHex, runLoad, seedHashes, startAttestd, table } from "./lib.mjs"
+import { SCENARIOS, withSeededAttestd } from "./http.mjs"
+import { runLoad, table } from "./lib.mjs"
 
 export const benchMixed = async ({ stores = ["sqlite"], attestConnections = 40, verifyConnections = 10, duration = 10, warmup = 2, seed = 1000, quietWaitMs = 0, log = console.log }) => {
   const out = []
   for (const db of stores) {
-    const dbName = `attestd_bench_${process.pid}_mixed`
-    const databaseUrl = db === "pg" ? await createPgDatabase(dbName) : undefined
-    let server
-    try {
-      server = await startAttestd({ name: `attestd-mixed-${db}`, databaseUrl })
-      const key = await createApiKey({ env: server.env })
-      const existing = Array.from({ length: seed }, randomHashHex)
-      if (await seedHashes(server.url, key, existing) !== seed) throw new Error("seeding created fewer hashes than asked")
-      const ctx = { key, existing }
+    out.push(await withSeededAttestd({ db, label: `${db}-mixed`, seed, log }, async (server, ctx) => {
       log(`  ${db}: ${attestConnections} connections attesting fresh hashes and ${verifyConnections} verifying, at once, ${duration} s …`)
       const [attest, verify] = await Promise.all([
         runLoad({ url: server.url, request: SCENARIOS["attest-new"].request(ctx), duration, warmup, connections: attestConnections, serverPid: server.pid, metricsUrl: server.metricsUrl, postgres: db === "pg", title: `${db} mixed attest-new`, quietWaitMs }),
@@ -29,11 +21,8 @@ export const benchMixed = async ({ stores = ["sqlite"], attestConnections = 40, 
       ])
       const both = attest.rps + verify.rps
       const serverCpuUsPerReq = attest.cpu.server === undefined ? undefined : (attest.cpu.server / 100) * 1e6 / both
-      out.push({ db, attest, verify, serverCpuUsPerReq })
-    } finally {
-      if (server) await server.stop()
-      if (db === "pg") await dropPgDatabase(dbName).catch((e) => log(`  could not drop ${dbName}: ${e.message}`))
-    }
+      return { db, attest, verify, serverCpuUsPerReq }
+    }))
   }
   const bad = out.filter((r) => r.attest.non2xx + r.attest.errors + r.verify.non2xx + r.verify.errors > 0)
   if (bad.length > 0) throw new Error(`mixed: answers that were not 2xx on ${bad.map((r) => r.db).join(", ")}`)

@@ -8,12 +8,12 @@
  * error envelope, and a connection closed with input still arriving closes
  * lingering, so the client reads its answer.
  */
-import { randomUUID } from "node:crypto"
 import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Socket } from "node:net"
 import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
 import type { ServerLimits } from "../Platform/Config.js"
+import { requestIdOf } from "./Edge.js"
 
 export interface ConnectionStats {
   /** Connections refused on accept because their address held its maximum. */
@@ -130,7 +130,7 @@ export const answerClientErrors = (server: Server, onAnswer: (status: number) =>
     const body = JSON.stringify({ error: true, code, message, details: null })
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
-        `x-request-id: ${randomUUID()}\r\nconnection: close\r\n\r\n${body}`
+        `x-request-id: ${requestIdOf(undefined)}\r\nconnection: close\r\n\r\n${body}`
     )
     onAnswer(status)
     // what the client still sends is read and dropped, not parsed

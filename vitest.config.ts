@@ -10,19 +10,38 @@ export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 120_000,
-    pool: "forks",
-    // Four forks on two cores: the files mostly wait on child processes, databases and
-    // timers. Measured on the 2-core machine, same tree: vitest took 302 s with three
-    // forks and 256 s with four.
-    poolOptions: { forks: { maxForks: 4, minForks: 1 } },
+    poolOptions: {
+      // unit: four long-lived forks, each running file after file (`isolate: false`).
+      // Loading effect, the platform and the service's modules costs ~1.5–3 s of CPU
+      // per file, which every file paid again in a fresh process: 227 s of the suite's
+      // CPU ("collect") on two cores. A shared worker loads them once. Fewer forks than
+      // workers (minForks = maxForks) would let the pool retire a worker mid-run, which
+      // vitest 3.2 reports as "Terminating worker thread".
+      forks: { maxForks: 4, minForks: 4, isolate: false },
+      // processes: a fresh worker thread per file, running beside the forks. The files
+      // mostly wait on child processes, databases and timers. A separate pool is what lets
+      // them overlap with the unit files: in one pool, vitest runs a non-isolated project's
+      // files to the end before it starts the next project's.
+      threads: { maxThreads: 2, minThreads: 2 }
+    },
     reporters: ["default"],
     // long files start first: see test/sequencer.ts
     sequence: { sequencer: LongestFirst },
     // the servers under test log every request; show a test's output only when it fails
     silent: "passed-only",
     projects: [
-      { extends: true, test: { name: "unit", include: ["test/**/*.test.ts"], exclude: PROCESS_SUITES } },
-      { extends: true, test: { name: "processes", include: PROCESS_SUITES } }
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: ["test/**/*.test.ts"],
+          exclude: PROCESS_SUITES,
+          pool: "forks",
+          // files share a worker: see test/setup/effectVitest.ts
+          setupFiles: ["test/setup/effectVitest.ts"]
+        }
+      },
+      { extends: true, test: { name: "processes", include: PROCESS_SUITES, pool: "threads" } }
     ]
   }
 })

@@ -23,13 +23,19 @@ import {
 } from "../../src/Sealing/MerkleBuilder.js"
 
 // The builder spawns its compiled worker file (dist/Sealing/MerkleWorker.js);
-// from the TypeScript sources, bundle the real worker file for it.
+// from the TypeScript sources, bundle the real worker file for it. The variable is
+// restored afterwards: other files run in the same worker (vitest.config.ts).
+const previousWorker = process.env.ATTESTD_MERKLE_WORKER
 beforeAll(() => {
   const outfile = join(mkdtempSync(join(tmpdir(), "attestd-merkle-")), "MerkleWorker.mjs")
   buildSync({ entryPoints: [new URL("../../src/Sealing/MerkleWorker.ts", import.meta.url).pathname], bundle: true, platform: "node", format: "esm", outfile, logLevel: "warning" })
   process.env.ATTESTD_MERKLE_WORKER = outfile
 })
-afterAll(() => terminateMerkleWorker())
+afterAll(async () => {
+  await terminateMerkleWorker()
+  if (previousWorker === undefined) delete process.env.ATTESTD_MERKLE_WORKER
+  else process.env.ATTESTD_MERKLE_WORKER = previousWorker
+})
 
 describe("Merkle v2: the portable module agrees with the sealer's builder", () => {
   it("same node hash, same proofs", () => {

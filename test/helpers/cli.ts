@@ -66,7 +66,7 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
     const err: Array<string> = []
     const unsafe = new NodeConsole({ stdout: sink(out), stderr: sink(err), colorMode: false })
     const before = process.exitCode
-    const cwd = process.cwd()
+    const cwd = options.cwd === undefined ? undefined : process.cwd()
     process.exitCode = undefined
     try {
       if (options.cwd !== undefined) process.chdir(options.cwd)
@@ -83,7 +83,7 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
       const code = Exit.isFailure(exit) ? 1 : typeof process.exitCode === "number" ? process.exitCode : Number(process.exitCode ?? 0)
       return { code, stdout: out.join(""), stderr: err.join("") }
     } finally {
-      process.chdir(cwd)
+      if (cwd !== undefined) process.chdir(cwd)
       process.exitCode = before
     }
   })
@@ -91,7 +91,12 @@ export const cliInProcess = (args: ReadonlyArray<string>, env: Record<string, st
   return run
 }
 
-/** `cliInProcess` with the settings a `node dist/cli.mjs` child gets from `runCli(e, args)` (test/helpers/process.ts), in its data dir. */
+/**
+ * `cliInProcess` with the settings a `node dist/cli.mjs` child gets from `runCli(e, args)`
+ * (test/helpers/process.ts). It stays in the test's working directory, not the data dir:
+ * the processes project runs in worker threads, which cannot change directory, so paths
+ * in `args` must be absolute.
+ */
 export const cliInProcessFor = (e: ServeEnv, args: ReadonlyArray<string>): Promise<CliRun> =>
   cliInProcess(
     args,
@@ -99,6 +104,5 @@ export const cliInProcessFor = (e: ServeEnv, args: ReadonlyArray<string>): Promi
       Object.entries(envOf(e)).filter((entry): entry is [string, string] =>
         entry[1] !== undefined && (entry[0].startsWith("ATTESTD_") || ["PORT", "HOST", "DATABASE_URL"].includes(entry[0]))
       )
-    ),
-    { cwd: e.dataDir }
+    )
   )

@@ -37,8 +37,8 @@ export default defineConfig({
           include: ["test/**/*.test.ts"],
           exclude: PROCESS_SUITES,
           pool: "forks",
-          // files share a worker: see test/setup/effectVitest.ts
-          setupFiles: ["test/setup/effectVitest.ts"]
+          // files share a worker: see test/setup/sharedWorker.ts
+          setupFiles: ["test/setup/sharedWorker.ts"]
         }
       },
       { extends: true, test: { name: "processes", include: PROCESS_SUITES, pool: "threads" } }

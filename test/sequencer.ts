@@ -10,22 +10,46 @@
 import { relative } from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
 
-/** Seconds each file took on a quiet run of this 2-core machine (the longest ones only). */
+/**
+ * Seconds each file took in a clean-clone run of `npm test` on this 2-core machine
+ * (2026-11-23, `1dc62b8`; the files of 15 s or more). The two projects run in
+ * separate pools (vitest.config.ts), each ordered by this.
+ */
 const ESTIMATES: Readonly<Record<string, number>> = {
-  "test/Soak/soak.test.ts": 36,
-  "test/Anchoring/kill.test.ts": 28,
-  "test/Sealing/kill.test.ts": 23,
-  "test/Anchoring/simulatedChain.test.ts": 21,
-  "test/Anchoring/anchorer.test.ts": 19,
-  "test/Stamp/stamp.test.ts": 18,
-  "test/Client/effectClient.test.ts": 17,
-  "test/Http/limits.test.ts": 15,
-  "test/Webhooks/kill.test.ts": 15,
-  "test/Ops/backup.test.ts": 12,
-  "test/Anchoring/ots.test.ts": 12,
-  "test/Webhooks/delivery.test.ts": 11,
-  "test/Anchoring/multi.test.ts": 10,
-  "test/Ops/shutdown.test.ts": 10
+  "test/Browser/verifierPage.test.ts": 62,
+  "test/Anchoring/kill.test.ts": 48,
+  "test/Anchoring/anchorer.test.ts": 45,
+  "test/Soak/soak.test.ts": 43,
+  "test/Cli/cli.test.ts": 39,
+  "test/Stamp/stamp.test.ts": 38,
+  "test/Ops/binary.test.ts": 37,
+  "test/Http/limits.test.ts": 37,
+  "test/Client/effectClient.test.ts": 36,
+  "test/Sealing/kill.test.ts": 32,
+  "test/Claims/tags.test.ts": 30,
+  "test/Census/derivedLists.test.ts": 28,
+  "test/Ops/backup.test.ts": 26,
+  "test/Sealing/MerkleBuilder.test.ts": 25,
+  "test/Claims/shareTokens.test.ts": 25,
+  "test/Ops/shutdown.test.ts": 23,
+  "test/Ops/import.test.ts": 23,
+  "test/Census/scan.test.ts": 22,
+  "test/Webhooks/kill.test.ts": 20,
+  "test/Webhooks/api.test.ts": 20,
+  "test/Webhooks/retries.test.ts": 19,
+  "test/Webhooks/fairness.test.ts": 19,
+  "test/Http/fastLaneParity.test.ts": 19,
+  "test/Anchoring/simulatedChain.test.ts": 19,
+  "test/Anchoring/ots.test.ts": 19,
+  "test/Auth/multi.test.ts": 18,
+  "test/Sealing/http.test.ts": 17,
+  "test/Claims/fuzz.test.ts": 17,
+  "test/Webhooks/delivery.test.ts": 16,
+  "test/Sealing/sealer.test.ts": 16,
+  "test/Sealing/multi.test.ts": 16,
+  "test/Http/errors.test.ts": 16,
+  "test/Anchoring/multi.test.ts": 16,
+  "test/Claims/metadata.test.ts": 15
 }
 
 export class LongestFirst extends BaseSequencer {

@@ -14,9 +14,10 @@ export default defineConfig({
       // unit: four long-lived forks, each running file after file (`isolate: false`).
       // Loading effect, the platform and the service's modules costs ~1.5–3 s of CPU
       // per file, which every file paid again in a fresh process: 227 s of the suite's
-      // CPU ("collect") on two cores. A shared worker loads them once. Fewer forks than
-      // workers (minForks = maxForks) would let the pool retire a worker mid-run, which
-      // vitest 3.2 reports as "Terminating worker thread".
+      // CPU ("collect") on two cores. A shared worker loads them once (vitest 274–284 s
+      // → 201–219 s on the 2-core machine; three forks: 226 s). minForks equals maxForks:
+      // with fewer, the pool retired workers mid-run, vitest 3.2 reported "Terminating
+      // worker thread" and an orphaned fork kept running.
       forks: { maxForks: 4, minForks: 4, isolate: false },
       // processes: a fresh worker thread per file, running beside the forks. The files
       // mostly wait on child processes, databases and timers. A separate pool is what lets

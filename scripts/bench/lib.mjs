@@ -422,11 +422,6 @@ export const waitQuiet = async ({ maxWaitMs, threshold = 20, exclude = [] }) => 
 // ---------------------------------------------------------------------------
 // load
 
-/**
- * One autocannon run. `request`: { method, path, headers, body, setupRequest }.
- * warmup seconds are run first and discarded. Returns a compact summary plus the
- * raw autocannon result.
- */
 /** The server's attestd_event_loop_busy_seconds_total and when it was read (seconds), or undefined. */
 const loopBusyAt = async (metricsUrl) => {
   if (!metricsUrl) return undefined
@@ -439,6 +434,12 @@ const loopBusyAt = async (metricsUrl) => {
   }
 }
 
+/**
+ * One autocannon run. `request`: { method, path, headers, body, setupRequest }.
+ * warmup seconds are run first and discarded. Returns a compact summary plus the
+ * raw autocannon result; with `metricsUrl` (the server's /metrics), also the share of
+ * the run its event loop was busy (`loopBusy`).
+ */
 export const runLoad = async ({ url, request, duration = 10, warmup = 2, connections = 50, pipelining = 1, serverPid, postgres = false, title, quietWaitMs = 0, metricsUrl }) => {
   const opts = (d) => ({
     url,

@@ -14,6 +14,15 @@ interface ErrorClass<A> {
   readonly _tag: string
 }
 
+/**
+ * The envelope's body: the one place its shape is written. Error classes reach it
+ * through `envelope` and `errorParts`; answers outside the HttpApi error vocabulary
+ * (a request Node could not read, the health probe's 503, the unbuilt verifier page)
+ * call it directly.
+ */
+export const envelopeBody = <C extends string>(code: C, message: string, details: unknown = null) =>
+  ({ error: true as const, code, message, details })
+
 export const envelope = <A extends { readonly message: string; readonly details?: unknown }>(cls: ErrorClass<A>) =>
   Schema.transform(
     Schema.Struct({
@@ -26,7 +35,7 @@ export const envelope = <A extends { readonly message: string; readonly details?
     {
       strict: false,
       decode: (e) => new cls({ message: e.message, details: e.details }),
-      encode: (err: A) => ({ error: true as const, code: cls.code, message: err.message, details: err.details ?? null })
+      encode: (err: A) => envelopeBody(cls.code, err.message, err.details ?? null)
     }
   ).annotations({
     ...HttpApiSchema.annotations({ status: cls.status }),
@@ -65,7 +74,7 @@ export const errorParts = (e: Errors.ApiError) => {
   } else if (e._tag === "MethodNotAllowed") {
     headers["allow"] = ((e.details as { allowed?: ReadonlyArray<string> } | undefined)?.allowed ?? []).join(", ")
   }
-  return { status, headers, body: { error: true, code, message: e.message, details: e.details ?? null } }
+  return { status, headers, body: envelopeBody(code, e.message, e.details ?? null) }
 }
 
 /** The HTTP response for an API error. */

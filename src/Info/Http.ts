@@ -12,6 +12,7 @@ import { TsaClient } from "../Platform/Tsa/TsaClient.js"
 import { HealthChecks } from "../Platform/HealthChecks.js"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { testVectors } from "./TestVectors.js"
+import { envelopeBody } from "../Http/Envelope.js"
 
 export const ASSURANCE = {
   identifier: "service-public-assurance-v1",
@@ -79,14 +80,7 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
             // Kept raw: the 503 body is the error envelope plus the probe's own `status` and `checks` at the top
             // level (what load balancers and the README read), which ServiceUnavailableEnvelope cannot carry.
             : HttpServerResponse.unsafeJson(
-              {
-                error: true,
-                code: "SERVICE_UNAVAILABLE",
-                message: "one or more health checks failed",
-                details: { checks },
-                status: "unhealthy",
-                checks
-              },
+              { ...envelopeBody("SERVICE_UNAVAILABLE", "one or more health checks failed", { checks }), status: "unhealthy", checks },
               { status: 503 }
             )))
       .handle("stats", () =>

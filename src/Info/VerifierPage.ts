@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url"
 import { SimulatedChain } from "../Platform/Calendar/SimulatedChain.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { SigningKeys } from "../Platform/SigningKeys.js"
+import { envelopeBody } from "../Http/Envelope.js"
 
 export const VERIFIER_PATH = "/verifier"
 export const SEA_ASSET = "verifier.html"
@@ -92,7 +93,7 @@ export const VerifierPageLive = HttpApiBuilder.Router.use((router) =>
     const handler = Effect.gen(function*() {
       if (template === null) {
         return yield* HttpServerResponse.json(
-          { error: true, code: "NOT_BUILT", message: "the verifier page is not built (npm run build)", details: null },
+          envelopeBody("NOT_BUILT", "the verifier page is not built (npm run build)"),
           { status: 503 }
         )
       }

@@ -13,6 +13,7 @@ import type { Socket } from "node:net"
 import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
 import type { ServerLimits } from "../Platform/Config.js"
+import { envelopeBody } from "../Http/Envelope.js"
 import { requestIdOf } from "./Edge.js"
 
 export interface ConnectionStats {
@@ -127,7 +128,7 @@ export const answerClientErrors = (server: Server, onAnswer: (status: number) =>
       return
     }
     const [status, code, message] = clientErrorAnswer(error.code)
-    const body = JSON.stringify({ error: true, code, message, details: null })
+    const body = JSON.stringify(envelopeBody(code, message))
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
         `x-request-id: ${requestIdOf(undefined)}\r\nconnection: close\r\n\r\n${body}`

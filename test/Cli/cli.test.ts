@@ -74,7 +74,9 @@ const waitForHealth = async (url: string, child: ChildProcess, output: () => str
   throw new Error(`serve did not become healthy:\n${output()}`)
 }
 
-describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
+// Steps of one story on one data dir, in order (migrate first; later steps use the server an
+// earlier one started): not shuffled. The Postgres suite below is one too.
+describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", { shuffle: false }, () => {
   let dataDir: string
   let env: Record<string, string>
   let serveProcess: ChildProcess | undefined
@@ -263,7 +265,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
 
 const PG = HAVE_DIST && (await postgresAvailable())
 
-describe.skipIf(!PG)("attestd CLI (postgres)", () => {
+describe.skipIf(!PG)("attestd CLI (postgres)", { shuffle: false }, () => {
   let db: TestDatabase
   let env: Record<string, string>
   beforeAll(async () => {

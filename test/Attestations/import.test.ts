@@ -20,8 +20,7 @@ import { client, expectEnvelope, randomHash, startTestServer, type TestServer } 
 const lines = (text: string) => text.split("\n")
 
 for (const dialect of await dialects()) {
-  // Steps of one story, in order (the re-import checks what the first import stored): not shuffled.
-  describe(`attestd import (${dialect})`, { shuffle: false }, () => {
+  describe(`attestd import (${dialect})`, () => {
     let server: TestServer
     const key = historicalKey()
     const otherKey = historicalKey()

@@ -74,9 +74,7 @@ const waitForHealth = async (url: string, child: ChildProcess, output: () => str
   throw new Error(`serve did not become healthy:\n${output()}`)
 }
 
-// Steps of one story on one data dir, in order (migrate first; later steps use the server an
-// earlier one started): not shuffled. The Postgres suite below is one too.
-describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", { shuffle: false }, () => {
+describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", () => {
   let dataDir: string
   let env: Record<string, string>
   let serveProcess: ChildProcess | undefined
@@ -265,7 +263,7 @@ describe.skipIf(!HAVE_DIST)("attestd CLI (sqlite)", { shuffle: false }, () => {
 
 const PG = HAVE_DIST && (await postgresAvailable())
 
-describe.skipIf(!PG)("attestd CLI (postgres)", { shuffle: false }, () => {
+describe.skipIf(!PG)("attestd CLI (postgres)", () => {
   let db: TestDatabase
   let env: Record<string, string>
   beforeAll(async () => {

@@ -5,7 +5,8 @@
  * developer's machine), else the estimate below (a clean clone has no cache:
  * vitest would order by file size, and the soak, a small file, would start
  * last), else 0. Ties keep vitest's own order. Estimates only order the run:
- * a stale one costs a little time, never a result.
+ * a stale one costs a little time, never a result. ATTESTD_TEST_SHUFFLE_SEED
+ * shuffles the files instead (see `sort`).
  */
 import { relative } from "node:path"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
@@ -52,8 +53,35 @@ const ESTIMATES: Readonly<Record<string, number>> = {
   "test/Claims/metadata.test.ts": 15
 }
 
+/** Fisher–Yates with a seeded generator (mulberry32): the same seed, the same order. */
+const seededShuffle = <A>(items: Array<A>, seed: number): Array<A> => {
+  let state = seed >>> 0
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32
+  }
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(next() * (i + 1))
+    ;[items[i], items[j]] = [items[j]!, items[i]!]
+  }
+  return items
+}
+
 export class LongestFirst extends BaseSequencer {
   override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    // ATTESTD_TEST_SHUFFLE_SEED=N: the files in a random order, one order per N (shuffled from
+    // the files sorted by path), to find a file that passes only after another has run in its
+    // worker. Tests within a file keep their order: many suites are the steps of one story.
+    // (vitest's --sequence.shuffle would shuffle those steps, and with a custom sequencer it
+    // does not shuffle files at all.)
+    const seed = process.env.ATTESTD_TEST_SHUFFLE_SEED
+    if (seed !== undefined && seed !== "") {
+      const byPath = [...files].sort((a, b) => (a.moduleId < b.moduleId ? -1 : a.moduleId > b.moduleId ? 1 : 0))
+      return seededShuffle(byPath, Number(seed))
+    }
     const ordered = await super.sort(files)
     const root = this.ctx.config.root
     const weight = (file: TestSpecification): number => {

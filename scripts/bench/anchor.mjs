@@ -20,7 +20,7 @@ import { build } from "esbuild"
 import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { BENCH_DIR, envInt, envList, table } from "./lib.mjs"
+import { BENCH_DIR, envInt, envList, runAsScript, table } from "./lib.mjs"
 import { defaultDist, directDb, distImport, fmt, makeRuntime, openStore, percentile, quietWait, timedEffect } from "./seal.mjs"
 
 const wire = (ms) => new Date(ms).toISOString().slice(0, 19) + "." + String((ms % 1000) * 1000).padStart(6, "0") + "+00:00"
@@ -277,14 +277,4 @@ export const formatAnchor = ({ tree, windows, calendar }) => {
   return lines.join("\n")
 }
 
-if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  benchAnchor().then(
-    (r) => console.log(r.text),
-    async (e) => {
-      console.error(e?.stack ?? e)
-      const { dropCreatedDatabases } = await import("./lib.mjs")
-      await dropCreatedDatabases()
-      process.exitCode = 1
-    }
-  )
-}
+runAsScript(import.meta.url, benchAnchor)

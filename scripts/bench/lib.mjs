@@ -305,6 +305,28 @@ export const dropCreatedDatabases = async () => {
 }
 
 /**
+ * When the module at `moduleUrl` is the script node was started with (`node scripts/bench/tags.mjs`),
+ * runs its section and prints the report; on failure, prints the error and its cause, drops the
+ * databases it created and sets a failing exit code. Imported by bench.mjs instead, the module runs nothing.
+ */
+export const runAsScript = (moduleUrl, section) => {
+  if (process.argv[1] === undefined || path.resolve(process.argv[1]) !== fileURLToPath(moduleUrl)) return
+  section().then(
+    (r) => console.log(r.text),
+    async (e) => {
+      console.error(e?.stack ?? e)
+      // An SqlError's message ("Failed to execute statement") says little; the driver's error, its
+      // cause, says what failed (for Postgres: code, routine, which parameter). Effect's runPromise
+      // rejects with a FiberFailure whose JSON holds the whole cause.
+      if (e?.[Symbol.for("effect/Runtime/FiberFailure/Cause")] !== undefined) console.error("cause:", JSON.stringify(e.toJSON().cause))
+      else if (e?.cause !== undefined) console.error("cause:", e.cause?.stack ?? e.cause)
+      await dropCreatedDatabases()
+      process.exitCode = 1
+    }
+  )
+}
+
+/**
  * Attestation counts straight from the server's database: rows, and distinct
  * registered_at values (the Attestor stamps one per group-commit transaction,
  * so rows / batches is the mean group-commit batch size).

@@ -36,7 +36,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
-import { createPgDatabase, dropPgDatabase, envInt, envList, ROOT, table, waitQuiet } from "./lib.mjs"
+import { createPgDatabase, dropPgDatabase, envInt, envList, ROOT, runAsScript, table, waitQuiet } from "./lib.mjs"
 
 const SELF = fileURLToPath(import.meta.url)
 
@@ -185,7 +185,12 @@ export const timedSqlLayer = async (marks, words = 3) => {
         const st = Reflect.apply(target, self, args)
         if (!Array.isArray(args[0]) || !Array.isArray(args[0].raw)) return st
         const label = args[0][0].trim().split(/\s+/).slice(0, words).join(" ")
-        return timedEffect(Effect, marks, label, st)
+        // Time the statement's execution (Effect runs a statement through its commit()) and keep
+        // the statement itself: a repository may interpolate it into another one as a subquery
+        // (`WHERE id IN (${sub})`), which a wrapping Effect would turn into a bound parameter.
+        const commit = st.commit.bind(st)
+        st.commit = () => timedEffect(Effect, marks, label, commit())
+        return st
       }
     })))
 }
@@ -266,7 +271,7 @@ export const loadPending = async (store, n, windowEndMs, { firstSeq = 1 } = {}) 
           const bytes = randomBytes(32 * m)
           for (let k = 0; k < m; k++) {
             const i = base + k
-            ins.run(firstSeq + i, `att_bench${String(firstSeq + i).padStart(15, "0")}`, bytes.toString("hex", 32 * k, 32 * k + 32), wireTime(startMicros + BigInt(i) * step), FAKE_SIGNATURE)
+            ins.run(firstSeq + i, `att_bench${String(firstSeq + i).padStart(19, "0")}`, bytes.toString("hex", 32 * k, 32 * k + 32), wireTime(startMicros + BigInt(i) * step), FAKE_SIGNATURE)
           }
         }
       })()
@@ -284,7 +289,7 @@ export const loadPending = async (store, n, windowEndMs, { firstSeq = 1 } = {}) 
       const stepUs = Math.max(1, Math.floor(59_000_000 / Math.max(1, n)))
       await client.query(
         `INSERT INTO attestations (seq, id, hash_hex, registered_at, signature, signing_key_id, format_version, level)
-         SELECT i, 'att_bench' || lpad(i::text, 15, '0'), md5(i::text) || md5((i * 7)::text),
+         SELECT i, 'att_bench' || lpad(i::text, 19, '0'), md5(i::text) || md5((i * 7)::text),
            to_char((to_timestamp($3::double precision) AT TIME ZONE 'UTC') + ((i - $1) * $4::bigint) * interval '1 microsecond',
              'YYYY-MM-DD"T"HH24:MI:SS.US') || '+00:00',
            $5, 'bench-key', '2.0.0', 'T0'
@@ -538,16 +543,6 @@ if (process.env.BENCH_SEAL_CHILD) {
       process.exit(1)
     }
   )
-} else if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === SELF) {
-  benchSeal().then(
-    (r) => {
-      console.log(r.text)
-    },
-    async (e) => {
-      console.error(e?.stack ?? e)
-      const { dropCreatedDatabases } = await import("./lib.mjs")
-      await dropCreatedDatabases()
-      process.exitCode = 1
-    }
-  )
+} else {
+  runAsScript(import.meta.url, benchSeal)
 }

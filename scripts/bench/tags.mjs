@@ -20,9 +20,7 @@
 // Then, unless BENCH_TAGS_WHATIF=0, a what-if on the benchmark database only: the page-tags
 // statement again after CREATE INDEX ON tags (api_key_id, attestation_seq).
 import { randomBytes } from "node:crypto"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { envInt, table } from "./lib.mjs"
+import { envInt, runAsScript, table } from "./lib.mjs"
 import { defaultDist, directDb, distImport, fmt, loadPending, makeRuntime, openStore, percentile, quietWait } from "./seal.mjs"
 
 const TAG_KEYS = [
@@ -277,14 +275,4 @@ export const formatTags = ({ load, queries, attestations, whatIf }) => {
   return lines.join("\n")
 }
 
-if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  benchTags().then(
-    (r) => console.log(r.text),
-    async (e) => {
-      console.error(e?.stack ?? e)
-      const { dropCreatedDatabases } = await import("./lib.mjs")
-      await dropCreatedDatabases()
-      process.exitCode = 1
-    }
-  )
-}
+runAsScript(import.meta.url, benchTags)

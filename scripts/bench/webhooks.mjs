@@ -18,9 +18,7 @@
 // BENCH_WEBHOOK_EXTRA_SQL (diagnosis only: ;-separated SQL run on the benchmark database before dispatching).
 import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
-import { envInt, envList, table } from "./lib.mjs"
+import { envInt, envList, runAsScript, table } from "./lib.mjs"
 import { defaultDist, directDb, distImport, fmt, makeRuntime, openStore, quietWait, timedEffect, timedSqlLayer } from "./seal.mjs"
 
 const RECEIVER_SRC = `
@@ -249,25 +247,23 @@ export const formatWebhooks = (rows) => {
     "deliv/s = deliveries ÷ send ms (repeated sendDueOnce until none due); incl. fan-out also counts fanOutOnce.",
     "Σ op: summed duration of that WebhookRepo call over the run (up to 16 in flight, so on Postgres the sums overlap)."
   ]
-  const S = [["UPDATE webhook_deliveries", "UPDATE (setBody, lease, attempt)"], ["DELETE FROM", "DELETE history (recordAttempt)"], ["SELECT *", "SELECT due (claimDue)"], ["SELECT a.id,", "SELECT facts"]]
+  // statements by their first two words; claimDue runs its candidates query itself on SQLite
+  // ("WITH busy") and as the subquery of a locking SELECT on Postgres ("SELECT d.*")
+  const S = [
+    [["UPDATE webhook_deliveries"], "UPDATE (setBody, lease, attempt)"],
+    [["DELETE FROM"], "DELETE history (recordAttempt)"],
+    [["WITH busy", "SELECT d.*"], "SELECT due (claimDue)"],
+    [["SELECT a.id,"], "SELECT facts"]
+  ]
+  const msOf = (statements, labels) => labels.reduce((sum, l) => sum + (statements[l] ?? 0), 0)
   lines.push("")
   lines.push("by statement, Σ ms over the run (mean µs per delivery):")
   lines.push(table(
     ["store", "deliveries", ...S.map(([, h]) => h)],
-    rows.map((r) => [r.store, r.deliveries.toLocaleString("en-US"), ...S.map(([k]) => `${fmt(r.statements[k])} (${fmt((1000 * (r.statements[k] ?? 0)) / r.deliveries)})`)]),
+    rows.map((r) => [r.store, r.deliveries.toLocaleString("en-US"), ...S.map(([labels]) => `${fmt(msOf(r.statements, labels))} (${fmt((1000 * msOf(r.statements, labels)) / r.deliveries)})`)]),
     { right: [1, 2, 3, 4, 5] }
   ))
   return lines.join("\n")
 }
 
-if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  benchWebhooks().then(
-    (r) => console.log(r.text),
-    async (e) => {
-      console.error(e?.stack ?? e)
-      const { dropCreatedDatabases } = await import("./lib.mjs")
-      await dropCreatedDatabases()
-      process.exitCode = 1
-    }
-  )
-}
+runAsScript(import.meta.url, benchWebhooks)

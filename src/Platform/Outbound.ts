@@ -94,7 +94,11 @@ export const exchange = (
   return policy.wallClock === true ? Effect.withClock(bounded, liveClock) : bounded
 }
 
-/** The general outbound client (keep-alive agent, closed with the layer). */
+/**
+ * The general outbound client: its own agent, closed with the layer. The agent is Node's
+ * default, which does not keep connections alive: every exchange opens its own (measured on
+ * webhooks, README Performance), and no request can meet a pooled socket its server has closed.
+ */
 export const layer: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layer
 
 /**

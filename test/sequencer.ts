@@ -79,6 +79,7 @@ export class LongestFirst extends BaseSequencer {
     // does not shuffle files at all.)
     const seed = process.env.ATTESTD_TEST_SHUFFLE_SEED
     if (seed !== undefined && seed !== "") {
+      if (!/^\d+$/.test(seed)) throw new Error(`ATTESTD_TEST_SHUFFLE_SEED must be a whole number, got ${JSON.stringify(seed)}`)
       const byPath = [...files].sort((a, b) => (a.moduleId < b.moduleId ? -1 : a.moduleId > b.moduleId ? 1 : 0))
       return seededShuffle(byPath, Number(seed))
     }

@@ -2,6 +2,7 @@
 // API keys, Postgres databases, seeding, autocannon runs, CPU accounting and
 // .cpuprofile summaries. Every helper is usable on its own by later stages.
 import autocannon from "autocannon"
+import { Runtime } from "effect"
 import { spawn, execFile } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { cpSync, createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
@@ -317,8 +318,8 @@ export const runAsScript = (moduleUrl, section) => {
       console.error(e?.stack ?? e)
       // An SqlError's message ("Failed to execute statement") says little; the driver's error, its
       // cause, says what failed (for Postgres: code, routine, which parameter). Effect's runPromise
-      // rejects with a FiberFailure whose JSON holds the whole cause.
-      if (e?.[Symbol.for("effect/Runtime/FiberFailure/Cause")] !== undefined) console.error("cause:", JSON.stringify(e.toJSON().cause))
+      // rejects with a FiberFailure, which holds the whole cause.
+      if (Runtime.isFiberFailure(e)) console.error("cause:", JSON.stringify(e[Runtime.FiberFailureCauseId]))
       else if (e?.cause !== undefined) console.error("cause:", e.cause?.stack ?? e.cause)
       await dropCreatedDatabases()
       process.exitCode = 1

@@ -11,9 +11,10 @@
 // WebhookDispatcher.fanOutOnce (outbox → N × hooks deliveries), then the production loop
 // (WebhookDispatcher.run, which claims free slots again as attempts end, within the fair-claiming
 // caps: 16 in flight per webhook and per key) until every delivery is recorded as succeeded.
-// Checked: the receiver saw every delivery, and no delivery is left pending/retrying/failed. The dispatcher under test is
-// built over a WebhookRepo wrapped in timers: Σ ms per repo call (calls overlap on Postgres, whose
-// pool has 10 connections; SQLite has one connection) show where the send time goes.
+// Checked: the receiver saw every delivery, and no delivery is left pending/retrying/failed.
+// The dispatcher under test is built over a WebhookRepo wrapped in timers: Σ ms per repo call
+// (calls overlap on Postgres, whose pool has 10 connections; SQLite has one connection) show
+// where the send time goes.
 //
 // Environment: BENCH_WEBHOOK_SIZES (5000), BENCH_WEBHOOK_HOOKS (1), BENCH_WEBHOOK_STORES (sqlite,pg);
 // BENCH_WEBHOOK_EXTRA_SQL (diagnosis only: ;-separated SQL run on the benchmark database before dispatching).

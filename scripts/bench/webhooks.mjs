@@ -126,8 +126,10 @@ const benchOne = async ({ dist, kind, events, hooks, log }) => {
     // the dispatcher under test, over a timed repo
     const marks = {}
     const calls = {}
-    const T = (name, eff) => {
+    const items = {}
+    const T = (name, eff, n = 1) => {
       calls[name] = (calls[name] ?? 0) + 1
+      items[name] = (items[name] ?? 0) + n
       return timedEffect(Effect, marks, name, eff)
     }
     const repo = Layer.effect(WebhookRepo, Effect.map(WebhookRepo, (r) => ({
@@ -135,10 +137,10 @@ const benchOne = async ({ dist, kind, events, hooks, log }) => {
       fanOut: (...a) => T("fanOut", r.fanOut(...a)),
       claimDue: (...a) => T("claimDue", r.claimDue(...a)),
       attestationFacts: (...a) => T("attestationFacts", r.attestationFacts(...a)),
-      setBody: (...a) => T("setBody", r.setBody(...a)),
-      recordAttempt: (...a) => T("recordAttempt", r.recordAttempt(...a))
+      setBodies: (bodies) => T("setBodies", r.setBodies(bodies), bodies.length),
+      recordAttempts: (records) => T("recordAttempts", r.recordAttempts(records), records.length)
     })))
-    // the repo itself over a SqlClient proxy timing each statement (recordAttempt = UPDATE + DELETE history)
+    // the repo itself over a SqlClient proxy timing each statement (recordAttempts = UPDATEs + DELETE history per attempt)
     const stmts = {}
     const dispatcherLayer = WebhookDispatcher.DefaultWithoutDependencies.pipe(Layer.provide(repo.pipe(Layer.provide(WebhookRepo.Default.pipe(Layer.provide(await timedSqlLayer(stmts, 2)))))))
 
@@ -171,7 +173,7 @@ const benchOne = async ({ dist, kind, events, hooks, log }) => {
         }
         const sendMs = performance.now() - t2
         yield* Fiber.interrupt(loop)
-        return { fanned, fanOutMs, sendMs, sent: calls.recordAttempt ?? 0 }
+        return { fanned, fanOutMs, sendMs, sent: items.recordAttempts ?? 0 }
       }).pipe(Effect.provide(dispatcherLayer))
     )
     const cpuUse = cpu()
@@ -232,10 +234,10 @@ export async function benchWebhooks({
 }
 
 export const formatWebhooks = (rows) => {
-  const ops = ["claimDue", "attestationFacts", "setBody", "recordAttempt"]
+  const ops = ["claimDue", "attestationFacts", "setBodies", "recordAttempts"]
   const lines = [
     table(
-      ["store", "deliveries", "fan-out ms", "send ms", "deliv/s", "incl. fan-out", "claims", ...ops.map((o) => `Σ ${o}`), "cpu% self/recv/pg/other"],
+      ["store", "deliveries", "fan-out ms", "send ms", "deliv/s", "incl. fan-out", "claims", "body txns", "attempt txns", ...ops.map((o) => `Σ ${o}`), "cpu% self/recv/pg/other"],
       rows.map((r) => [
         r.store,
         `${r.deliveries.toLocaleString("en-US")}${r.hooks > 1 ? ` (${r.hooks} hooks)` : ""}`,
@@ -244,20 +246,23 @@ export const formatWebhooks = (rows) => {
         fmt(r.perSecond),
         fmt(r.perSecondWithFanOut),
         r.repoCalls.claimDue ?? 0,
+        r.repoCalls.setBodies ?? 0,
+        r.repoCalls.recordAttempts ?? 0,
         ...ops.map((o) => fmt(r.repoMs[o])),
         `${r.cpu.loadgen}/${r.cpu.server}/${r.cpu.postgres ?? "-"}/${r.cpu.others}`
       ]),
-      { right: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] }
+      { right: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12] }
     ),
     "",
-    "deliv/s = deliveries ÷ send ms (WebhookDispatcher.run until every delivery succeeded); incl. fan-out also counts fanOutOnce; claims = claimDue calls.",
+    "deliv/s = deliveries ÷ send ms (WebhookDispatcher.run until every delivery succeeded); incl. fan-out also counts fanOutOnce; claims = claimDue calls;",
+    "body txns / attempt txns = transactions of setBodies / recordAttempts (attempts that start or end together share one).",
     "Σ op: summed duration of that WebhookRepo call over the run (up to 16 in flight, so on Postgres the sums overlap)."
   ]
   // statements by their first two words; claimDue runs its candidates query itself on SQLite
   // ("WITH busy") and as the subquery of a locking SELECT on Postgres ("SELECT d.*")
   const S = [
-    [["UPDATE webhook_deliveries"], "UPDATE (setBody, lease, attempt)"],
-    [["DELETE FROM"], "DELETE history (recordAttempt)"],
+    [["UPDATE webhook_deliveries"], "UPDATE (body, lease, attempt)"],
+    [["DELETE FROM"], "DELETE history (recordAttempts)"],
     [["WITH busy", "SELECT d.*"], "SELECT due (claimDue)"],
     [["SELECT a.id,"], "SELECT facts"]
   ]

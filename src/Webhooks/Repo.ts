@@ -14,6 +14,19 @@ import { WEBHOOK_EVENTS } from "./Limits.js"
 
 const Event = Schema.Literal(...WEBHOOK_EVENTS)
 
+/** What one attempt of a delivery came to, as WebhookRepo.recordAttempts records it. */
+export interface AttemptRecord {
+  readonly delivery: Delivery
+  readonly outcome: {
+    readonly status: Delivery["status"]
+    readonly responseCode: number | null
+    readonly excerpt: string | null
+    readonly now: string
+    readonly nowMillis: number
+    readonly nextAttemptAt: string
+  }
+}
+
 /** A `webhooks` row (events stored as a JSON array). */
 export const WebhookRow = Schema.Struct({
   id: Schema.String,
@@ -207,9 +220,13 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         return rows
       }))
 
-    /** Freezes the body of a delivery the first time it is sent, so retries send the same bytes. */
-    const setBody = (id: number, body: string) =>
-      sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`
+    /**
+     * Freezes the bodies of deliveries the first time they are sent, so retries send the same
+     * bytes: one transaction for all (the dispatcher groups the attempts that start together).
+     */
+    const setBodies = (bodies: ReadonlyArray<{ readonly id: number; readonly body: string }>) =>
+      sql.withTransaction(Effect.forEach(bodies, ({ body, id }) =>
+        sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`, { discard: true }))
 
     const attestationFacts = flow(
       SqlSchema.findOne({
@@ -229,15 +246,8 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      * its queued deliveries are delayed to the end of the period (their
      * next_attempt_at says so); their attempts stay as they are.
      */
-    const recordAttempt = (d: Delivery, outcome: {
-      readonly status: Delivery["status"]
-      readonly responseCode: number | null
-      readonly excerpt: string | null
-      readonly now: string
-      readonly nowMillis: number
-      readonly nextAttemptAt: string
-    }) =>
-      sql.withTransaction(Effect.gen(function*() {
+    const recordOne = ({ delivery: d, outcome }: AttemptRecord) =>
+      Effect.gen(function*() {
         yield* sql`UPDATE webhook_deliveries SET status = ${outcome.status}, response_code = ${outcome.responseCode},
             response_excerpt = ${outcome.excerpt}, attempts = attempts + 1, last_attempt_at = ${outcome.now},
             next_attempt_at = ${outcome.nextAttemptAt}, claimed_until = NULL
@@ -265,11 +275,28 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
                 AND (claimed_until IS NULL OR claimed_until <= ${outcome.now})`
           }
         }
-        // History: the newest 100 per webhook; deliveries still in flight are never dropped.
-        yield* sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${d.webhookId}
-          AND status IN ('succeeded', 'failed')
-          AND id < (SELECT MIN(id) FROM (SELECT id FROM webhook_deliveries WHERE webhook_id = ${d.webhookId}
-                    ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}) newest)`
+      })
+
+    /** History: the newest DELIVERY_HISTORY per webhook; deliveries still in flight are never dropped. */
+    const trimHistory = (webhookId: string) =>
+      sql`DELETE FROM webhook_deliveries WHERE webhook_id = ${webhookId}
+        AND status IN ('succeeded', 'failed')
+        AND id < (SELECT MIN(id) FROM (SELECT id FROM webhook_deliveries WHERE webhook_id = ${webhookId}
+                  ORDER BY id DESC LIMIT ${DELIVERY_HISTORY}) newest)`
+
+    /**
+     * Records attempts in one transaction (the dispatcher groups the attempts that end
+     * together), each as if alone and in webhook order, so that two transactions take the
+     * webhooks' row locks in the same order (Postgres) and cannot deadlock; then trims each
+     * webhook's history once.
+     */
+    const recordAttempts = (records: ReadonlyArray<AttemptRecord>) =>
+      sql.withTransaction(Effect.gen(function*() {
+        const sorted = [...records].sort((a, b) =>
+          a.delivery.webhookId < b.delivery.webhookId ? -1 : a.delivery.webhookId > b.delivery.webhookId ? 1 : a.delivery.id - b.delivery.id
+        )
+        yield* Effect.forEach(sorted, recordOne, { discard: true })
+        yield* Effect.forEach(new Set(sorted.map((r) => r.delivery.webhookId)), trimHistory, { discard: true })
       }))
 
     /** The circuit of a webhook (tests and operators). */
@@ -282,6 +309,6 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       orUndefined
     )
 
-    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBody, attestationFacts, recordAttempt, circuitOf }
+    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBodies, attestationFacts, recordAttempts, circuitOf }
   })
 }) {}

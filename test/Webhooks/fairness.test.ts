@@ -271,5 +271,74 @@ for (const dialect of await dialects()) {
         expect((yield* Effect.orDie(Effect.flatMap(WebhookRepo, (repo) => repo.listOwned(key.id))))[0]!.failureCount).toBe(0)
         expect((yield* nowMillis) - t0).toBeLessThan(5 * MIN)
       }))
+
+    it.scoped("the dispatcher's own loop claims a backlog again as attempts end, without waiting for the clock (a webhook is not held to WEBHOOK_IN_FLIGHT per claim gap)", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const r = yield* receiver(() => 200)
+        const key = yield* newKey
+        const w = yield* register(key.id, r.url)
+        const backlog = 3 * WEBHOOK_IN_FLIGHT
+        yield* queueEvents(key, backlog)
+        // the TestClock never moves: claiming again may wait for attempts to end, not for time to pass
+        const loop = yield* Effect.fork(Effect.flatMap(WebhookDispatcher, (d) => d.run))
+        yield* Effect.promise(() => r.waitForRequests(backlog, 30_000))
+        let rows = yield* queued([w.id])
+        for (let i = 0; i < 100 && !rows.every((d) => d.status === "succeeded"); i++) {
+          yield* realSleep(50)
+          rows = yield* queued([w.id])
+        }
+        yield* Fiber.interrupt(loop)
+        expect(rows).toHaveLength(backlog)
+        expect(rows.every((d) => d.status === "succeeded" && Number(d.attempts) === 1)).toBe(true)
+        expect(r.requests).toHaveLength(backlog) // each delivered once
+      }))
+
+    it.scoped("attempts recorded in one transaction count one by one: the circuit opens at the CIRCUIT_THRESHOLD-th failure in a row, once, and a success of another webhook in the same group closes only its own", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const key = yield* newKey
+        const failing = yield* register(key.id, "http://127.0.0.1:9/failing")
+        const healthy = yield* register(key.id, "http://127.0.0.1:9/healthy")
+        yield* queueEvents(key, CIRCUIT_THRESHOLD + 1)
+        const repo = yield* WebhookRepo
+        const sql = yield* SqlClient.SqlClient
+        yield* Effect.orDie(sql`UPDATE webhooks SET consecutive_failures = 3 WHERE id = ${healthy.id}`)
+        const t = yield* nowMillis
+        const now = formatMillis(t)
+        const claimed = yield* Effect.orDie(repo.claimDue(now, formatMillis(t + MIN), 64))
+        const outcome = (status: "retrying" | "succeeded") => ({
+          status,
+          responseCode: status === "succeeded" ? 200 : 500,
+          excerpt: null,
+          now,
+          nowMillis: t,
+          nextAttemptAt: formatMillis(t + MIN)
+        })
+        const failures = claimed.filter((d) => d.webhookId === failing.id).slice(0, CIRCUIT_THRESHOLD)
+        const success = claimed.find((d) => d.webhookId === healthy.id)!
+        expect(failures).toHaveLength(CIRCUIT_THRESHOLD)
+        const unattempted = claimed.find((d) => d.webhookId === failing.id && !failures.includes(d))!
+        yield* Effect.orDie(sql`UPDATE webhook_deliveries SET claimed_until = NULL WHERE id = ${unattempted.id}`) // its lease lapsed
+        // given out of order, as attempts end
+        yield* Effect.orDie(repo.recordAttempts([
+          { delivery: success, outcome: outcome("succeeded") },
+          ...failures.toReversed().map((delivery) => ({ delivery, outcome: outcome("retrying") }))
+        ]))
+        expect(yield* circuitOf(failing.id)).toMatchObject({
+          consecutiveFailures: CIRCUIT_THRESHOLD,
+          opens: 1,
+          openUntil: formatMillis(t + CIRCUIT_BASE_MS)
+        })
+        expect(yield* circuitOf(healthy.id)).toMatchObject({ consecutiveFailures: 0, opens: 0, openUntil: null })
+        const rows = yield* queued([failing.id, healthy.id])
+        const byId = new Map(rows.map((d) => [Number(d.id), d]))
+        for (const d of failures) expect(byId.get(d.id)).toMatchObject({ status: "retrying", response_code: 500 })
+        expect(byId.get(success.id)).toMatchObject({ status: "succeeded", response_code: 200 })
+        expect(rows.filter((d) => Number(d.attempts) === 1)).toHaveLength(CIRCUIT_THRESHOLD + 1)
+        // the failing webhook's one unattempted delivery waits for the circuit, and says until when
+        expect(byId.get(unattempted.id)).toMatchObject({ status: "pending", next_attempt_at: formatMillis(t + CIRCUIT_BASE_MS) })
+        expect(Number(byId.get(unattempted.id)!.attempts)).toBe(0)
+      }))
   })
 }

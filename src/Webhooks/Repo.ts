@@ -174,6 +174,21 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      */
     const claimDue = (now: string, leaseUntil: string, limit: number) =>
       sql.withTransaction(Effect.gen(function*() {
+        // A webhook never takes more than WEBHOOK_IN_FLIGHT at once, so only its first
+        // WEBHOOK_IN_FLIGHT due deliveries are ranked, each webhook's read as an index range,
+        // and the leases counted through their own index: a claim does not grow with the
+        // backlog (ranking every due delivery had made it the limit of a large one).
+        const queued = (columns: string) => sql`SELECT ${sql.unsafe(columns)} FROM webhook_deliveries q
+          WHERE q.webhook_id = w.id AND q.status IN ('pending', 'retrying') AND q.next_attempt_at <= ${now}
+            AND (q.claimed_until IS NULL OR q.claimed_until <= ${now})
+            AND (q.attempts > 0 OR w.deleted_at IS NULL)
+          ORDER BY q.next_attempt_at, q.id
+          LIMIT ${sql.unsafe(String(WEBHOOK_IN_FLIGHT))}`
+        // SQLite has no LATERAL, but evaluates a rowid IN (correlated subquery) once per webhook;
+        // Postgres would evaluate that once per delivery row, and takes LATERAL
+        const firstDue = isPg
+          ? sql`CROSS JOIN LATERAL (${queued("q.id, q.next_attempt_at")}) d`
+          : sql`JOIN webhook_deliveries d ON d.id IN (${queued("q.id")})`
         const candidates = sql`
           WITH busy AS (
             SELECT webhook_id, COUNT(*) AS n FROM webhook_deliveries
@@ -185,16 +200,13 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
           ),
           due AS (
             SELECT d.id, d.next_attempt_at, w.api_key_id,
-              ROW_NUMBER() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.id) AS rw,
+              ROW_NUMBER() OVER (PARTITION BY w.id ORDER BY d.next_attempt_at, d.id) AS rw,
               (CASE WHEN w.consecutive_failures >= ${sql.unsafe(String(CIRCUIT_THRESHOLD))} THEN 1
                 ELSE ${sql.unsafe(String(WEBHOOK_IN_FLIGHT))} END) - COALESCE(b.n, 0) AS webhook_free
-            FROM webhook_deliveries d
-            JOIN webhooks w ON w.id = d.webhook_id
-            LEFT JOIN busy b ON b.webhook_id = d.webhook_id
-            WHERE d.status IN ('pending', 'retrying') AND d.next_attempt_at <= ${now}
-              AND (d.claimed_until IS NULL OR d.claimed_until <= ${now})
-              AND (d.attempts > 0 OR w.deleted_at IS NULL)
-              AND (w.circuit_open_until IS NULL OR w.circuit_open_until <= ${now})
+            FROM webhooks w
+            ${firstDue}
+            LEFT JOIN busy b ON b.webhook_id = w.id
+            WHERE w.circuit_open_until IS NULL OR w.circuit_open_until <= ${now}
           ),
           ranked AS (
             SELECT u.id, u.next_attempt_at, COALESCE(kb.n, 0) AS key_busy,

@@ -294,6 +294,24 @@ for (const dialect of await dialects()) {
         expect(r.requests).toHaveLength(backlog) // each delivered once
       }))
 
+    it.scoped("claimDue ranks only a webhook's first due deliveries, but first among those it may send: a deleted webhook's retry behind 20 unattempted deliveries is still claimed", () =>
+      Effect.gen(function*() {
+        yield* closeOpenDeliveries
+        const key = yield* newKey
+        const w = yield* register(key.id, "http://127.0.0.1:9/deleted")
+        yield* queueEvents(key, WEBHOOK_IN_FLIGHT + 5)
+        const repo = yield* WebhookRepo
+        const sql = yield* SqlClient.SqlClient
+        const t = yield* nowMillis
+        const rows = yield* queued([w.id])
+        const retry = rows[rows.length - 1]!
+        // the newest delivery was attempted once and is due again last; the webhook is then deleted
+        yield* Effect.orDie(sql`UPDATE webhook_deliveries SET attempts = 1, status = 'retrying' WHERE id = ${retry.id}`)
+        yield* Effect.orDie(sql`UPDATE webhooks SET deleted_at = ${formatMillis(t)} WHERE id = ${w.id}`)
+        const claimed = yield* Effect.orDie(repo.claimDue(formatMillis(t), formatMillis(t + MIN), 64))
+        expect(claimed.map((d) => d.id)).toEqual([Number(retry.id)])
+      }))
+
     it.scoped("attempts recorded in one transaction count one by one: the circuit opens at the CIRCUIT_THRESHOLD-th failure in a row, once, and a success of another webhook in the same group closes only its own", () =>
       Effect.gen(function*() {
         yield* closeOpenDeliveries

@@ -9,6 +9,7 @@ import indexes from "./0007_indexes.js"
 import simulatedChain from "./0008_simulated_chain.js"
 import legacyIds from "./0009_legacy_ids.js"
 import webhookCircuit from "./0010_webhook_circuit.js"
+import webhookLeases from "./0011_webhook_leases.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -20,5 +21,6 @@ export const migrations = {
   "0007_indexes": indexes,
   "0008_simulated_chain": simulatedChain,
   "0009_legacy_ids": legacyIds,
-  "0010_webhook_circuit": webhookCircuit
+  "0010_webhook_circuit": webhookCircuit,
+  "0011_webhook_leases": webhookLeases
 }

@@ -136,7 +136,7 @@ const benchOne = async ({ dist, kind, events, hooks, log }) => {
       ...r,
       fanOut: (...a) => T("fanOut", r.fanOut(...a)),
       claimDue: (...a) => T("claimDue", r.claimDue(...a)),
-      attestationFacts: (...a) => T("attestationFacts", r.attestationFacts(...a)),
+      attestationFacts: (seqs) => T("attestationFacts", r.attestationFacts(seqs), seqs.length),
       setBodies: (bodies) => T("setBodies", r.setBodies(bodies), bodies.length),
       recordAttempts: (records) => T("recordAttempts", r.recordAttempts(records), records.length)
     })))
@@ -264,7 +264,7 @@ export const formatWebhooks = (rows) => {
     [["UPDATE webhook_deliveries"], "UPDATE (body, lease, attempt)"],
     [["DELETE FROM"], "DELETE history (recordAttempts)"],
     [["WITH busy", "SELECT d.*"], "SELECT due (claimDue)"],
-    [["SELECT a.id,"], "SELECT facts"]
+    [["SELECT a.seq,"], "SELECT facts"]
   ]
   const msOf = (statements, labels) => labels.reduce((sum, l) => sum + (statements[l] ?? 0), 0)
   lines.push("")

@@ -97,9 +97,9 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       return total
     })
 
-    // Attempts that start together freeze their bodies in one transaction, and attempts that
-    // end together are recorded in one: a commit (and on SQLite its fsync) per group, not two
-    // per delivery.
+    // Attempts that start together read their attestations in one statement and freeze their
+    // bodies in one transaction, and attempts that end together are recorded in one: a commit
+    // (and on SQLite its fsync) per group, not two per delivery.
     const freezeBody = yield* makeGroupCommit({
       process: (bodies: ReadonlyArray<{ readonly id: number; readonly body: string }>) => Effect.as(repo.setBodies(bodies), bodies),
       maxBatch: SEND_CONCURRENCY,
@@ -112,10 +112,12 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       workers: sql.onDialectOrElse({ pg: () => 2, orElse: () => 1 })
     })
 
+    const factsOf = yield* makeGroupCommit({ process: repo.attestationFacts, maxBatch: SEND_CONCURRENCY, workers: 1 })
+
     const bodyOf = (d: Delivery) =>
       Effect.gen(function*() {
         if (d.body !== null) return d.body
-        const facts = yield* Effect.orDie(repo.attestationFacts(d.attestationSeq))
+        const facts = yield* Effect.orDie(factsOf(d.attestationSeq))
         const body = eventBody({
           event: d.eventType,
           deliveryId: d.id,

@@ -59,6 +59,7 @@ export interface Delivery extends Schema.Schema.Type<typeof DeliveryRow> {}
 
 const IdRow = Schema.Struct({ id: DbInt })
 const FactsRow = Schema.Struct({
+  seq: DbInt,
   id: AttestationId,
   hash_hex: HashHex,
   tsa_gen_time: Schema.NullOr(Schema.String),
@@ -240,16 +241,18 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       sql.withTransaction(Effect.forEach(bodies, ({ body, id }) =>
         sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`, { discard: true }))
 
-    const attestationFacts = flow(
-      SqlSchema.findOne({
-        Request: Schema.Number,
-        Result: FactsRow,
-        execute: (seq) =>
-          sql`SELECT a.id, a.hash_hex, b.tsa_gen_time, a.t2_block, a.t2_at FROM attestations a
-            LEFT JOIN batches b ON b.id = a.batch_id WHERE a.seq = ${seq}`
-      }),
-      orUndefined
-    )
+    /** What the event bodies of these attestations tell (by seq, in the order asked; undefined where none). */
+    const attestationFacts = (seqs: ReadonlyArray<number>) =>
+      seqs.length === 0
+        ? Effect.succeed([])
+        : Effect.map(
+          decodeRows(FactsRow)(sql`SELECT a.seq, a.id, a.hash_hex, b.tsa_gen_time, a.t2_block, a.t2_at FROM attestations a
+            LEFT JOIN batches b ON b.id = a.batch_id WHERE ${sql.in("a.seq", [...new Set(seqs)])}`),
+          (rows) => {
+            const bySeq = new Map(rows.map((r) => [r.seq, r]))
+            return seqs.map((seq) => bySeq.get(seq))
+          }
+        )
 
     /**
      * Records one attempt, and feeds the webhook's circuit: a success closes it;

@@ -84,7 +84,15 @@ export const exchange = (
     const client = yield* HttpClient.HttpClient
     const req = request.headers["user-agent"] === undefined ? HttpClientRequest.setHeader(request, "user-agent", USER_AGENT) : request
     const res = yield* client.execute(req)
-    const body = yield* readBody(res.stream, res.headers["content-length"], policy)
+    const declared = res.headers["content-length"]
+    // A body that cannot exceed the cap (none, or a declared length within it: Node's parser
+    // reads no further) is read whole, which costs far less than the stream's per-chunk checks
+    // (~0.5 ms of CPU per exchange here, most of a webhook delivery's; README, Performance)
+    const body = res.status === 204 || res.status === 304
+      ? new Uint8Array(0)
+      : declared !== undefined && Number(declared) <= policy.maxBytes
+      ? new Uint8Array(yield* res.arrayBuffer)
+      : yield* readBody(res.stream, declared, policy)
     return { status: res.status, body }
   }).pipe(
     Effect.scoped,

@@ -1,6 +1,6 @@
 /**
  * The outbound HTTP layer (src/Platform/Outbound.ts): body cap (fail or
- * truncate), the wall-clock timeout under a TestClock, and the webhook
+ * truncate; a body whose declared length is within the cap is read whole), the wall-clock timeout under a TestClock, and the webhook
  * client's public-only lookup, each with a positive control.
  */
 import { HttpClientRequest } from "@effect/platform"
@@ -24,6 +24,21 @@ beforeAll(async () => {
       res.writeHead(200) // chunked: no content-length to refuse early
       res.write("a".repeat(3000))
       res.end("b".repeat(3000))
+      return
+    }
+    if (req.url === "/sized-big") {
+      res.writeHead(200, { "content-length": "6000" })
+      res.end("c".repeat(6000))
+      return
+    }
+    if (req.url === "/sized") {
+      res.writeHead(200, { "content-type": "text/plain", "content-length": "5" })
+      res.end("sized")
+      return
+    }
+    if (req.url === "/empty") {
+      res.writeHead(204)
+      res.end()
       return
     }
     res.writeHead(200, { "content-type": "text/plain" })
@@ -50,6 +65,21 @@ describe("Outbound", () => {
       expect(cut.body.byteLength).toBe(1000)
       const whole = yield* get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 6000 })
       expect(whole.body.byteLength).toBe(6000)
+    }).pipe(Effect.provide(Outbound.layer)))
+
+  it.effect("a declared length within the cap is read whole, one over it still fails or truncates, and a 204 has no body", () =>
+    Effect.gen(function*() {
+      const sized = yield* get("127.0.0.1", "/sized", { timeout: "5 seconds", maxBytes: 5 })
+      expect(new TextDecoder().decode(sized.body)).toBe("sized")
+      const over = yield* Effect.either(get("127.0.0.1", "/sized-big", { timeout: "5 seconds", maxBytes: 5999 }))
+      expect(Either.isLeft(over) && over.left.message).toMatch(/too large \(6000 bytes > 5999\)/)
+      const cut = yield* get("127.0.0.1", "/sized-big", { timeout: "5 seconds", maxBytes: 1000, overflow: "truncate" })
+      expect(cut.body.byteLength).toBe(1000)
+      const whole = yield* get("127.0.0.1", "/sized-big", { timeout: "5 seconds", maxBytes: 6000 })
+      expect(new TextDecoder().decode(whole.body)).toBe("c".repeat(6000))
+      const empty = yield* get("127.0.0.1", "/empty", { timeout: "5 seconds", maxBytes: 100 })
+      expect(empty.status).toBe(204)
+      expect(empty.body.byteLength).toBe(0)
     }).pipe(Effect.provide(Outbound.layer)))
 
   // it.effect runs under a TestClock that never moves: only the wall clock can end this call.

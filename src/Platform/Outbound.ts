@@ -103,15 +103,26 @@ export const exchange = (
 }
 
 /**
+ * The client without HttpClient's own span per exchange, and so without the trace headers
+ * (`b3`, `traceparent`) it would send: webhook receivers, TSAs and calendars are other
+ * parties, with no use for our trace ids. The callers' own spans (TsaClient.timestamp, …)
+ * stay. (The span also cost ~0.1 ms of CPU per exchange.)
+ */
+const untraced = (client: Layer.Layer<HttpClient.HttpClient>): Layer.Layer<HttpClient.HttpClient> =>
+  Layer.effect(HttpClient.HttpClient, Effect.map(HttpClient.HttpClient, (c) => HttpClient.withTracerDisabledWhen(c, () => true))).pipe(
+    Layer.provide(client)
+  )
+
+/**
  * The general outbound client: its own agent, closed with the layer. The agent is Node's
  * default, which does not keep connections alive: every exchange opens its own (measured on
  * webhooks, README Performance), and no request can meet a pooled socket its server has closed.
  */
-export const layer: Layer.Layer<HttpClient.HttpClient> = NodeHttpClient.layer
+export const layer: Layer.Layer<HttpClient.HttpClient> = untraced(NodeHttpClient.layer)
 
 /**
  * The same client with its agent resolving names through `lookup` (webhooks in
  * production pass one that refuses non-public addresses).
  */
 export const layerWithLookup = (lookup: LookupFunction): Layer.Layer<HttpClient.HttpClient> =>
-  NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ lookup })))
+  untraced(NodeHttpClient.layerWithoutAgent.pipe(Layer.provide(NodeHttpClient.makeAgentLayer({ lookup }))))

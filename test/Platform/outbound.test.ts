@@ -6,6 +6,7 @@
 import { HttpClientRequest } from "@effect/platform"
 import { it } from "@effect/vitest"
 import { Effect, Either } from "effect"
+import { lookup } from "node:dns"
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect } from "vitest"
@@ -15,10 +16,12 @@ import { publicOnlyLookup, webhookClientLayer } from "../../src/Webhooks/Dispatc
 let server: Server
 let port = 0
 const seen: Array<string | undefined> = []
+const headerNames: Array<ReadonlyArray<string>> = []
 
 beforeAll(async () => {
   server = createServer((req, res) => {
     seen.push(req.headers["user-agent"])
+    headerNames.push(Object.keys(req.headers))
     if (req.url === "/hang") return // never answers
     if (req.url === "/big") {
       res.writeHead(200) // chunked: no content-length to refuse early
@@ -59,6 +62,10 @@ describe("Outbound", () => {
       expect(ok.status).toBe(200)
       expect(new TextDecoder().decode(ok.body)).toBe("hello")
       expect(seen.at(-1)).toBe(Outbound.USER_AGENT)
+      // no trace ids go to other parties
+      expect(headerNames.at(-1)).not.toContain("traceparent")
+      expect(headerNames.at(-1)).not.toContain("b3")
+      expect(headerNames.at(-1)).toContain("user-agent")
       const big = yield* Effect.either(get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 1000 }))
       expect(Either.isLeft(big) && big.left.message).toMatch(/too large/)
       const cut = yield* get("127.0.0.1", "/big", { timeout: "5 seconds", maxBytes: 1000, overflow: "truncate" })
@@ -101,5 +108,10 @@ describe("Outbound", () => {
       expect(Either.isLeft(production) && production.left.message).toMatch(/refusing non-public address/)
       const reached = yield* get("localhost", "/", { timeout: "5 seconds", maxBytes: 100 }).pipe(Effect.provide(webhookClientLayer(false)))
       expect(reached.status).toBe(200)
+      // a client with its own lookup (the production webhook client's shape) sends no trace ids either
+      const viaLookup = yield* get("localhost", "/", { timeout: "5 seconds", maxBytes: 100 }).pipe(Effect.provide(Outbound.layerWithLookup(lookup)))
+      expect(viaLookup.status).toBe(200)
+      expect(headerNames.at(-1)).not.toContain("traceparent")
+      expect(headerNames.at(-1)).not.toContain("b3")
     }))
 })

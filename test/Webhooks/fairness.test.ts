@@ -13,9 +13,6 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { TestClock } from "effect"
 import { expect } from "vitest"
-import { Attestor } from "../../src/Attestations/Attestor.js"
-import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
-import { hashSecret } from "../../src/Auth/Domain.js"
 import { formatMillis } from "../../src/Domain/Time.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
@@ -24,13 +21,11 @@ import {
   CIRCUIT_BASE_MS,
   CIRCUIT_THRESHOLD,
   KEY_IN_FLIGHT,
-  newSigningSecret,
-  newWebhookId,
   WEBHOOK_IN_FLIGHT
 } from "../../src/Webhooks/Domain.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
-import { randomHex32 } from "../helpers/process.js"
+import { attestMany, insertEvent, type Key, newKey, register as registerWebhook } from "../helpers/webhookFixtures.js"
 import { type Answer, type Received, startBlackHole, startReceiver } from "../helpers/webhookReceiver.js"
 
 const MIN = 60_000
@@ -67,45 +62,14 @@ const closeOpenDeliveries = Effect.addFinalizer(() =>
   )
 )
 
-const newKey = Effect.gen(function*() {
-  const keys = yield* ApiKeyRepo
-  const created = yield* keys.create({ label: "wh", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
-  return (yield* keys.findByHash(hashSecret(created.secret)))!
-}).pipe(Effect.orDie)
+const register = (apiKeyId: string, url: string) => registerWebhook(apiKeyId, url, ["t1_complete"])
 
-const register = (apiKeyId: string, url: string) =>
+/** Attests `n` new hashes for `key`, writes a t1_complete outbox event for each and fans them out. */
+const queueEvents = (key: Key, n: number) =>
   Effect.gen(function*() {
-    const w = {
-      id: newWebhookId(),
-      apiKeyId,
-      url,
-      events: ["t1_complete"] as const,
-      label: null,
-      failureCount: 0,
-      createdAt: formatMillis(yield* nowMillis),
-      signingSecret: newSigningSecret()
-    }
-    yield* (yield* WebhookRepo).create(w)
-    return w
-  }).pipe(Effect.orDie)
-
-/** Attests `n` new hashes for `key` and writes a t1_complete outbox event for each. */
-const queueEvents = (key: Effect.Effect.Success<typeof newKey>, n: number) =>
-  Effect.gen(function*() {
-    const attested = yield* (yield* Attestor).attest({
-      key,
-      hashes: Array.from({ length: n }, () => randomHex32()),
-      source: null,
-      extraData: null,
-      clientEncrypted: false
-    })
-    const sql = yield* SqlClient.SqlClient
-    const now = formatMillis(yield* nowMillis)
-    for (const a of attested) {
-      yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at) VALUES ('t1_complete', ${a.attestation.seq}, ${now})`
-    }
+    for (const a of yield* attestMany(key, n)) yield* insertEvent(a.seq)
     yield* Effect.flatMap(WebhookDispatcher, (d) => d.fanOutOnce)
-  }).pipe(Effect.orDie)
+  })
 
 const sendDue = Effect.flatMap(WebhookDispatcher, (d) => d.sendDueOnce)
 

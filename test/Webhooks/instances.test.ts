@@ -9,19 +9,16 @@
  *   circuit's count of failures in a row equals the attempts it received.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Fiber, ManagedRuntime } from "effect"
+import { Effect, Fiber, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { Attestor } from "../../src/Attestations/Attestor.js"
-import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
-import { hashSecret } from "../../src/Auth/Domain.js"
-import { formatMillis } from "../../src/Domain/Time.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { WebhookDispatcher } from "../../src/Webhooks/Dispatcher.js"
-import { CIRCUIT_THRESHOLD, DELIVERY_HISTORY, newSigningSecret, newWebhookId } from "../../src/Webhooks/Domain.js"
+import { CIRCUIT_THRESHOLD, DELIVERY_HISTORY } from "../../src/Webhooks/Domain.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
 import { createPgDatabase, postgresAvailable, type TestDatabase } from "../helpers/databases.js"
-import { randomHex32, sleep } from "../helpers/process.js"
+import { attestMany, insertEvent, newKey, register } from "../helpers/webhookFixtures.js"
+import { sleep } from "../helpers/process.js"
 import { type Receiver, startReceiver } from "../helpers/webhookReceiver.js"
 
 const BACKLOG = DELIVERY_HISTORY + 20 // the history of finished deliveries is trimmed to DELIVERY_HISTORY as well
@@ -52,34 +49,11 @@ describe.runIf(await postgresAvailable())("webhook delivery from two instances o
 
   it("deliver a healthy webhook's backlog once each, and count a failing webhook's attempts one by one", { timeout: 60_000 }, async () => {
     const setup = Effect.gen(function*() {
-      const keys = yield* ApiKeyRepo
-      const created = yield* keys.create({ label: "wh", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
-      const key = (yield* keys.findByHash(hashSecret(created.secret)))!
-      const now = formatMillis(yield* Clock.currentTimeMillis)
-      const hooks = [healthy.url, failing.url].map((url) => ({
-        id: newWebhookId(),
-        apiKeyId: key.id,
-        url,
-        events: ["t1_complete"] as const,
-        label: null,
-        failureCount: 0,
-        createdAt: now,
-        signingSecret: newSigningSecret()
-      }))
-      for (const w of hooks) yield* (yield* WebhookRepo).create(w)
-      const attested = yield* (yield* Attestor).attest({
-        key,
-        hashes: Array.from({ length: BACKLOG }, () => randomHex32()),
-        source: null,
-        extraData: null,
-        clientEncrypted: false
-      })
-      const sql = yield* SqlClient.SqlClient
-      for (const a of attested) {
-        yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at) VALUES ('t1_complete', ${a.attestation.seq}, ${now})`
-      }
+      const key = yield* newKey
+      const hooks = [yield* register(key.id, healthy.url, ["t1_complete"]), yield* register(key.id, failing.url, ["t1_complete"])]
+      for (const a of yield* attestMany(key, BACKLOG)) yield* insertEvent(a.seq)
       return hooks.map((w) => w.id)
-    }).pipe(Effect.orDie)
+    })
     const [healthyId, failingId] = await one.runPromise(setup)
 
     const loops = [one.runFork(Effect.flatMap(WebhookDispatcher, (d) => d.run)), two.runFork(Effect.flatMap(WebhookDispatcher, (d) => d.run))]

@@ -12,17 +12,15 @@ import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
 import { expect } from "vitest"
 import { Attestor } from "../../src/Attestations/Attestor.js"
-import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
-import { hashSecret } from "../../src/Auth/Domain.js"
 import { verifyWebhook } from "../../src/Client/Webhooks.js"
 import { formatMillis } from "../../src/Domain/Time.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
 import { WebhookDispatcher } from "../../src/Webhooks/Dispatcher.js"
-import { newSigningSecret, newWebhookId, type WebhookEvent } from "../../src/Webhooks/Domain.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
+import { insertEvent, type Key, newKey, register } from "../helpers/webhookFixtures.js"
 import { randomHex32 } from "../helpers/process.js"
 import { type Answer, type Received, type Receiver, signatureMatches, startReceiver } from "../helpers/webhookReceiver.js"
 
@@ -61,41 +59,11 @@ const closeOpenDeliveries = Effect.addFinalizer(() =>
   )
 )
 
-const newKey = Effect.gen(function*() {
-  const keys = yield* ApiKeyRepo
-  const created = yield* keys.create({ label: "wh", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
-  return (yield* keys.findByHash(hashSecret(created.secret)))!
-}).pipe(Effect.orDie)
-
-const attest = (key: Effect.Effect.Success<typeof newKey>, hash = randomHex32()) =>
+const attest = (key: Key, hash = randomHex32()) =>
   Effect.map(
     Effect.flatMap(Attestor, (a) => a.attest({ key, hashes: [hash], source: null, extraData: null, clientEncrypted: false })),
     (r) => r[0]!.attestation
   )
-
-const register = (apiKeyId: string, url: string, events: ReadonlyArray<WebhookEvent> = ["t1_complete", "t2_complete"]) =>
-  Effect.gen(function*() {
-    const repo = yield* WebhookRepo
-    const w = {
-      id: newWebhookId(),
-      apiKeyId,
-      url,
-      events,
-      label: null,
-      failureCount: 0,
-      createdAt: formatMillis(yield* Clock.currentTimeMillis),
-      signingSecret: newSigningSecret()
-    }
-    yield* repo.create(w)
-    return w
-  }).pipe(Effect.orDie)
-
-const insertEvent = (seq: number, event: WebhookEvent = "t1_complete") =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const now = formatMillis(yield* Clock.currentTimeMillis)
-    yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at) VALUES (${event}, ${seq}, ${now})`
-  }).pipe(Effect.orDie)
 
 const deliveriesOf = (webhookId: string) => Effect.orDie(Effect.flatMap(WebhookRepo, (r) => r.deliveries(webhookId)))
 

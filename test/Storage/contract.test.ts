@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
+import { newAttestationId } from "../../src/Domain/AttestationId.js"
 import { API_KEY_PATTERN, type ApiKey, hashSecret, type Scope } from "../../src/Auth/Domain.js"
 import { Quota } from "../../src/Auth/Quota.js"
 import { RateLimiter, SQL_LIMITER_FLUSH_MS } from "../../src/Auth/RateLimiter.js"
@@ -176,6 +177,46 @@ for (const dialect of await dialects()) {
         }
         expect(await rt.runPromise(repo.findByRef({ _tag: "Id", id: "att_AAAAAAAAAAAAAAAAAAAAAAAA" }))).toBeUndefined()
         expect(await rt.runPromise(repo.findByRef({ _tag: "Legacy", legacyId: 987654321 }))).toBeUndefined()
+      })
+
+      it("the inserts return each row as the store holds it, skipping the ones already there (over a chunk's 400)", async () => {
+        const repo = await rt.runPromise(AttestationRepo)
+        const { key } = await rt.runPromise(newKey({ orgId: "org_contract" }))
+        const taken = randomHash()
+        await rt.runPromise(attestOne(key, taken))
+        const hashes = [...Array.from({ length: 450 }, randomHash), taken].sort()
+        const rows = hashes.map((hash, i) => ({
+          id: newAttestationId(),
+          hash_hex: hash,
+          registered_at: "2026-11-24T01:00:00.000000+00:00",
+          signature: `sig-${i}`,
+          signing_key_id: "kid-contract",
+          format_version: "2.0.0"
+        }))
+        const inserted = await rt.runPromise(repo.withTransaction(repo.insertIfAbsent(rows)))
+        expect(inserted.map((a) => a.hashHex).sort()).toEqual(hashes.filter((h) => h !== taken))
+        const stored = new Map((await rt.runPromise(repo.findByHashes(hashes))).map((a) => [a.hashHex, a]))
+        for (const a of inserted) expect(a).toEqual(stored.get(a.hashHex))
+
+        const seqs = inserted.map((a) => a.seq)
+        const claims = seqs.map((seq, i) => ({
+          attestation_seq: seq,
+          api_key_id: key.id,
+          org_id: key.orgId,
+          source: i % 2 === 0 ? null : `source-${i}`,
+          extra_data: i % 3 === 0 ? null : JSON.stringify({ i, nested: [true, null, "x"] }),
+          client_encrypted: i % 2 === 0,
+          etag: `etag-${i}`,
+          created_at: "2026-11-24T01:00:00.000Z",
+          updated_at: "2026-11-24T01:00:00.000Z"
+        }))
+        const already = seqs.slice(0, 5)
+        await rt.runPromise(repo.withTransaction(repo.insertClaimsIfAbsent(claims.slice(0, 5))))
+        const insertedClaims = await rt.runPromise(repo.withTransaction(repo.insertClaimsIfAbsent(claims)))
+        expect(insertedClaims.map((c) => c.attestationSeq).sort((a, b) => a - b)).toEqual(seqs.filter((s) => !already.includes(s)).sort((a, b) => a - b))
+        const storedClaims = new Map((await rt.runPromise(repo.liveClaims(key.id, seqs))).map((c) => [c.attestationSeq, c]))
+        for (const c of insertedClaims) expect(c).toEqual(storedClaims.get(c.attestationSeq))
+        expect(insertedClaims.some((c) => c.clientEncrypted) && insertedClaims.some((c) => c.extraData !== null)).toBe(true)
       })
 
       it("findByHashes returns only the attested ones (and handles many)", async () => {

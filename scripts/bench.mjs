@@ -9,7 +9,7 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, sqlite-worker, mixed, merkle, seal, anchor, webhooks, tags, scan;
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, allocations, sqlite-worker, mixed, merkle, seal, anchor, webhooks, tags, scan;
 //                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
 //                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
@@ -30,6 +30,10 @@
 //                      every better-sqlite3 call timed on the event loop, per statement and per request, and the
 //                      COMMITs' percentiles. BENCH_STATEMENTS_SCENARIOS (attest-new,verify), BENCH_STATEMENTS_REQUESTS
 //                      (15000); opt-in, under a minute
+//   BENCH_ONLY=allocations  bytes allocated per request by allocating function, inside a running server on
+//                      SQLite (scripts/bench/allocations.mjs: V8's sampling heap profiler, collected objects
+//                      counted). BENCH_ALLOCATIONS_SCENARIOS (verify,attest-new), BENCH_ALLOCATIONS_REQUESTS
+//                      (20000 warm-up, then as many sampled); opt-in, under a minute
 //   BENCH_ONLY=sqlite-worker  what a worker thread owning the SQLite connection would spare the event loop
 //                      (scripts/bench/sqlite-worker.mjs): a group-committed batch of attestation inserts on the
 //                      loop against the same batch in a worker; BENCH_SQLITE_WORKER_BATCHES (300),
@@ -112,6 +116,7 @@ let floor
 let costs
 let instructions
 let statements
+let allocations
 let sqliteWorker
 let mixed
 const pipeline = {}
@@ -178,6 +183,20 @@ const SECTIONS = [
       statements = await benchStatements({
         scenarios: envList("BENCH_STATEMENTS_SCENARIOS", ["attest-new", "verify"]),
         requests: envInt("BENCH_STATEMENTS_REQUESTS", 15_000),
+        connections: config.connections,
+        seed: config.seed,
+        log
+      })
+    }
+  },
+  {
+    name: "allocations",
+    optIn: true,
+    run: async () => {
+      const { benchAllocations } = await import(new URL("./bench/allocations.mjs", import.meta.url).href)
+      allocations = await benchAllocations({
+        scenarios: envList("BENCH_ALLOCATIONS_SCENARIOS", ["verify", "attest-new"]),
+        requests: envInt("BENCH_ALLOCATIONS_REQUESTS", 20_000),
         connections: config.connections,
         seed: config.seed,
         log
@@ -470,6 +489,7 @@ const main = async () => {
     costs: costs ?? null,
     instructions: instructions ?? null,
     statements: statements ?? null,
+    allocations: allocations ?? null,
     sqliteWorker: sqliteWorker ?? null,
     mixed: mixed ?? null,
     ...Object.fromEntries(Object.entries(pipeline).map(([k, { text, ...v }]) => [k, v]))

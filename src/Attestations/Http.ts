@@ -2,7 +2,8 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
 import { Authenticator } from "../Auth/Authenticator.js"
-import { requireAnyScope, requireScope } from "../Auth/Http.js"
+import { keyWithScope, requireAnyScope } from "../Auth/Http.js"
+import { CurrentPrincipal, type Principal } from "../Auth/Api.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
@@ -51,14 +52,19 @@ const statusOf = (a: Attestation) => ({
   ...legacyOf(a)
 })
 
-/** POST /attest: the caller's key must hold `attest`; 201 created or 200 existing. */
+/**
+ * POST /attest: the caller's key must hold `attest`; 201 created or 200 existing.
+ * The principal is an argument, not read from CurrentPrincipal: the fast lane
+ * holds it, and providing it would copy the fiber's context and refs.
+ */
 export const attestOne = (
   attestor: Attestor,
   quota: Quota,
-  payload: typeof AttestPayload.Type
+  payload: typeof AttestPayload.Type,
+  principal: Principal
 ) =>
   // Combinators rather than Effect.gen: every attest runs this (README, Performance).
-  Effect.flatMap(requireScope("attest"), (key) => {
+  Effect.flatMap(keyWithScope(principal, "attest"), (key) => {
     const clientEncrypted = payload.client_encrypted ?? false
     return checkExtraData(payload.extra_data, clientEncrypted).pipe(
       Effect.zipRight(quota.consume(key, 1)),
@@ -98,7 +104,11 @@ export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handl
       // Raw response: the endpoint declares the same schema for 201 (created) and 200
       // (existing), and HttpApi picks a success status by schema, not by value.
       .handle("attest", ({ payload }) =>
-        Effect.map(attestOne(attestor, quota, payload), (r) => HttpServerResponse.unsafeJson(r.body, { status: r.status })))
+        Effect.flatMap(CurrentPrincipal, (principal) =>
+          Effect.map(
+            attestOne(attestor, quota, payload, principal),
+            (r) => HttpServerResponse.unsafeJson(r.body, { status: r.status })
+          )))
       .handle("attestBatch", ({ payload }) =>
         Effect.gen(function*() {
           const key = yield* requireAnyScope(["attest", "batch"])

@@ -2,12 +2,12 @@
  * The HttpApi side of authentication: the bearer security handler and scope checks.
  * The Authenticator service itself lives in ./Authenticator.ts.
  */
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Either, Layer, Redacted } from "effect"
 import { Forbidden } from "../Domain/Errors.js"
 import { currentRequestMeta } from "./RequestMeta.js"
-import { Authentication, CurrentPrincipal } from "./Api.js"
+import { Authentication, CurrentPrincipal, type Principal } from "./Api.js"
 import { Authenticator } from "./Authenticator.js"
-import { hasScope, type Scope } from "./Domain.js"
+import { type ApiKey, hasScope, type Scope } from "./Domain.js"
 
 export const AuthenticationLive = Layer.effect(
   Authentication,
@@ -19,22 +19,31 @@ export const AuthenticationLive = Layer.effect(
   }))
 )
 
+/**
+ * The key of `principal` when it holds `scope`, else 403 FORBIDDEN. Pure, for
+ * callers that hold the principal (the edge, the fast lane): providing it as a
+ * service to read it back copies the fiber's context and refs (README, Performance).
+ */
+export const keyWithScope = (principal: Principal, scope: Scope): Either.Either<ApiKey, Forbidden> =>
+  principal._tag === "ApiKey" && hasScope(principal.key, scope)
+    ? Either.right(principal.key)
+    : Either.left(
+      principal._tag === "ShareToken"
+        ? new Forbidden({ message: "share tokens are read-only and limited to metadata and tags reads" })
+        : new Forbidden({ message: `this key lacks the ${scope} scope`, details: { required_scope: scope } })
+    )
+
+/** The key of `principal` when it holds one of `scopes`, else 403 FORBIDDEN. */
+export const keyWithAnyScope = (principal: Principal, scopes: ReadonlyArray<Scope>): Either.Either<ApiKey, Forbidden> =>
+  principal._tag === "ApiKey" && scopes.some((s) => hasScope(principal.key, s))
+    ? Either.right(principal.key)
+    : Either.left(
+      new Forbidden({ message: `this key lacks any of the scopes ${scopes.join(", ")}`, details: { required_scope: scopes } })
+    )
+
 /** The calling key when it holds `scope`, else 403 FORBIDDEN. */
-export const requireScope = (scope: Scope) =>
-  Effect.flatMap(CurrentPrincipal, (principal) =>
-    principal._tag === "ApiKey" && hasScope(principal.key, scope)
-      ? Effect.succeed(principal.key)
-      : Effect.fail(
-        principal._tag === "ShareToken"
-          ? new Forbidden({ message: "share tokens are read-only and limited to metadata and tags reads" })
-          : new Forbidden({ message: `this key lacks the ${scope} scope`, details: { required_scope: scope } })
-      ))
+export const requireScope = (scope: Scope) => Effect.flatMap(CurrentPrincipal, (principal) => keyWithScope(principal, scope))
 
 /** The calling key when it holds one of `scopes`. */
 export const requireAnyScope = (scopes: ReadonlyArray<Scope>) =>
-  Effect.flatMap(CurrentPrincipal, (principal) =>
-    principal._tag === "ApiKey" && scopes.some((s) => hasScope(principal.key, s))
-      ? Effect.succeed(principal.key)
-      : Effect.fail(
-        new Forbidden({ message: `this key lacks any of the scopes ${scopes.join(", ")}`, details: { required_scope: scopes } })
-      ))
+  Effect.flatMap(CurrentPrincipal, (principal) => keyWithAnyScope(principal, scopes))

@@ -8,11 +8,11 @@ import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
-import { CurrentPrincipal } from "../Auth/Api.js"
+import type { Principal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
 import { Authenticator } from "../Auth/Authenticator.js"
-import { requireAnyScope, requireScope } from "../Auth/Http.js"
+import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
@@ -229,7 +229,8 @@ export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undef
 const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
 
 /** The scope check of a keyed route, from the scopes its contract documents. */
-const requireRouteScopes = (scopes: ReadonlyArray<Scope>) => scopes.length === 1 ? requireScope(scopes[0]!) : requireAnyScope(scopes)
+const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
+  scopes.length === 1 ? keyWithScope(principal, scopes[0]!) : keyWithAnyScope(principal, scopes)
 
 const ROUTES = apiRoutes()
 
@@ -250,7 +251,7 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator> => {
+): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta> => {
   // Combinators rather than Effect.gen: the fast lane runs this for every request.
   const match = matchRoute(ROUTES, method, meta.path)
   const bodySize = (): Errors.ApiError | undefined => {
@@ -266,7 +267,6 @@ export const admitRequest = (
       return beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
         Effect.flip,
         Effect.option,
-        Effect.provideService(RequestMeta, meta),
         Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySize())
       )
     }
@@ -288,7 +288,7 @@ const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: 
   return Effect.flatMap(Authenticator, (auth) =>
     Effect.flatMap(auth.authenticate(bearerToken(authorization)), (principal) => {
       meta.principal = principal
-      return scopes ? Effect.zipRight(Effect.provideService(requireRouteScopes(scopes), CurrentPrincipal, principal), gated) : gated
+      return scopes ? Effect.zipRight(routeScopes(principal, scopes), gated) : gated
     }))
 }
 
@@ -356,6 +356,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
       HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
     const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta).pipe(
+      Effect.provideService(RequestMeta, meta),
       Effect.map((e) => e && errorResponse(e)),
       Effect.catchAllCause((cause) =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)

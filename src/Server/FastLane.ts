@@ -21,7 +21,6 @@ import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
 import { attestOne, verifyOne } from "../Attestations/Http.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
-import { CurrentPrincipal } from "../Auth/Api.js"
 import { Authenticator } from "../Auth/Authenticator.js"
 import { Quota } from "../Auth/Quota.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
@@ -153,7 +152,7 @@ export const makeFastRoutes = Effect.gen(function*() {
           const payload = decodeAttest(text)
           return Either.isLeft(payload)
             ? Effect.fail(payload.left)
-            : Effect.provideService(attestOne(attestor, quota, payload.right), CurrentPrincipal, principal)
+            : attestOne(attestor, quota, payload.right, principal)
         })
       })),
     "POST /verify": entry((text, headers) => {

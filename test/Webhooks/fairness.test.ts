@@ -10,12 +10,9 @@
  */
 import { layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option } from "effect"
-import { TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { expect } from "vitest"
 import { formatMillis } from "../../src/Domain/Time.js"
-import { AppLive } from "../../src/main.js"
-import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { WebhookDispatcher } from "../../src/Webhooks/Dispatcher.js"
 import {
   CIRCUIT_BASE_MS,
@@ -24,43 +21,26 @@ import {
   WEBHOOK_IN_FLIGHT
 } from "../../src/Webhooks/Domain.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
-import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
-import { attestMany, insertEvent, type Key, newKey, register as registerWebhook } from "../helpers/webhookFixtures.js"
-import { type Answer, type Received, startBlackHole, startReceiver } from "../helpers/webhookReceiver.js"
+import { dialects } from "../helpers/databases.js"
+import {
+  advance,
+  attestMany,
+  closeOpenDeliveries,
+  insertEvent,
+  type Key,
+  newKey,
+  realSleep,
+  receiver,
+  register as registerWebhook,
+  webhookServiceLayer
+} from "../helpers/webhookFixtures.js"
+import { startBlackHole } from "../helpers/webhookReceiver.js"
 
 const MIN = 60_000
 const TIMEOUT = 10_000
 
-class Fixture extends Context.Tag("test/WebhookFairnessFixture")<Fixture, { readonly db: TestDatabase; readonly config: AppConfigShape }>() {}
-
-const FixtureLive = (dialect: "sqlite" | "pg") =>
-  Layer.scoped(
-    Fixture,
-    Effect.acquireRelease(
-      Effect.promise(async () => {
-        const db = await createDatabase(dialect)
-        return { db, config: AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir }) }
-      }),
-      (f) => Effect.promise(() => f.db.drop())
-    )
-  )
-
-const TestLayer = (dialect: "sqlite" | "pg") =>
-  Layer.unwrapEffect(Effect.map(Fixture, (f) => AppLive(f.config, { workers: false }))).pipe(Layer.provideMerge(FixtureLive(dialect)))
-
-const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((r) => setTimeout(r, ms)))
-const advance = (ms: number) => TestClock.adjust(Duration.millis(ms))
 const nowMillis = Clock.currentTimeMillis
-
-const receiver = (answer: (r: Received, i: number) => Answer) =>
-  Effect.acquireRelease(Effect.promise(() => startReceiver({ answer })), (r) => Effect.promise(() => r.close()))
 const blackHole = Effect.acquireRelease(Effect.promise(() => startBlackHole()), (b) => Effect.promise(() => b.close()))
-
-const closeOpenDeliveries = Effect.addFinalizer(() =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE webhook_deliveries SET status = 'failed' WHERE status IN ('pending', 'retrying')`).pipe(
-    Effect.ignore
-  )
-)
 
 const register = (apiKeyId: string, url: string) => registerWebhook(apiKeyId, url, ["t1_complete"])
 
@@ -95,7 +75,7 @@ const queued = (webhookIds: ReadonlyArray<string>) =>
 const circuitOf = (id: string) => Effect.orDie(Effect.flatMap(WebhookRepo, (r) => r.circuitOf(id)))
 
 for (const dialect of await dialects()) {
-  layer(TestLayer(dialect), { timeout: Duration.seconds(120) })(`fair webhook delivery (${dialect}, TestClock)`, (it) => {
+  layer(webhookServiceLayer(dialect), { timeout: Duration.seconds(120) })(`fair webhook delivery (${dialect}, TestClock)`, (it) => {
     it.scoped("a black-hole key with 10 webhooks and 800 queued deliveries: another key's delivery goes out in the first pass; the black hole holds at most its share; its circuits then keep it out", () =>
       Effect.gen(function*() {
         yield* closeOpenDeliveries

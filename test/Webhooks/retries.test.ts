@@ -9,55 +9,30 @@
  */
 import { layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Fiber, Layer, Option, TestClock } from "effect"
+import { Clock, Duration, Effect, Fiber, Option } from "effect"
 import { expect } from "vitest"
 import { Attestor } from "../../src/Attestations/Attestor.js"
 import { verifyWebhook } from "../../src/Client/Webhooks.js"
 import { formatMillis } from "../../src/Domain/Time.js"
-import { AppLive } from "../../src/main.js"
-import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
 import { WebhookDispatcher } from "../../src/Webhooks/Dispatcher.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
-import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
-import { insertEvent, type Key, newKey, register } from "../helpers/webhookFixtures.js"
+import { dialects } from "../helpers/databases.js"
+import {
+  advance,
+  closeOpenDeliveries,
+  insertEvent,
+  type Key,
+  newKey,
+  realSleep,
+  receiver,
+  register,
+  webhookServiceLayer
+} from "../helpers/webhookFixtures.js"
 import { randomHex32 } from "../helpers/process.js"
-import { type Answer, type Received, type Receiver, signatureMatches, startReceiver } from "../helpers/webhookReceiver.js"
+import { type Received, type Receiver, signatureMatches } from "../helpers/webhookReceiver.js"
 
 const MIN = 60_000
-
-class Fixture extends Context.Tag("test/WebhookRetryFixture")<Fixture, { readonly db: TestDatabase; readonly config: AppConfigShape }>() {}
-
-const FixtureLive = (dialect: "sqlite" | "pg") =>
-  Layer.scoped(
-    Fixture,
-    Effect.acquireRelease(
-      Effect.promise(async () => {
-        const db = await createDatabase(dialect)
-        const config = AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir })
-        return { db, config }
-      }),
-      (f) => Effect.promise(() => f.db.drop())
-    )
-  )
-
-const TestLayer = (dialect: "sqlite" | "pg") =>
-  Layer.unwrapEffect(Effect.map(Fixture, (f) => AppLive(f.config, { workers: false }))).pipe(Layer.provideMerge(FixtureLive(dialect)))
-
-// ---------------------------------------------------------------------------
-
-const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((r) => setTimeout(r, ms)))
-const advance = (ms: number) => TestClock.adjust(Duration.millis(ms))
-
-const receiver = (answer: (r: Received, i: number) => Answer) =>
-  Effect.acquireRelease(Effect.promise(() => startReceiver({ answer })), (r) => Effect.promise(() => r.close()))
-
-/** Every delivery still open at the end of a test is closed, so the next test (clock back at 0) does not pick it up. */
-const closeOpenDeliveries = Effect.addFinalizer(() =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE webhook_deliveries SET status = 'failed' WHERE status IN ('pending', 'retrying')`).pipe(
-    Effect.ignore
-  )
-)
 
 const attest = (key: Key, hash = randomHex32()) =>
   Effect.map(
@@ -95,7 +70,7 @@ const sameDelivery = (got: ReadonlyArray<Received>) => {
 // ---------------------------------------------------------------------------
 
 for (const dialect of await dialects()) {
-  layer(TestLayer(dialect), { timeout: Duration.seconds(60) })(`webhook dispatcher (${dialect}, TestClock)`, (it) => {
+  layer(webhookServiceLayer(dialect), { timeout: Duration.seconds(60) })(`webhook dispatcher (${dialect}, TestClock)`, (it) => {
     it.scoped("500, 500, 200: three attempts 1 min and 5 min apart, one delivery id, identical bytes and signature", () =>
       Effect.gen(function*() {
         yield* closeOpenDeliveries

@@ -1,17 +1,58 @@
 /**
- * Service-level set-up the webhook suites share: a key, a webhook registered for
- * it, attestations and their outbox events, all on the clock in the context
- * (a TestClock where the suite installs one).
+ * Service-level set-up the webhook suites share: the service over a fresh
+ * database, a key, a webhook registered for it, attestations and their outbox
+ * events, all on the clock in the context (a TestClock where the suite installs
+ * one), and the receivers the deliveries go to.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import { Clock, Context, Duration, Effect, Layer, TestClock } from "effect"
 import { Attestor } from "../../src/Attestations/Attestor.js"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
 import { hashSecret } from "../../src/Auth/Domain.js"
 import { formatMillis } from "../../src/Domain/Time.js"
 import { newSigningSecret, newWebhookId, type WebhookEvent } from "../../src/Webhooks/Domain.js"
 import { WebhookRepo } from "../../src/Webhooks/Repo.js"
+import { AppLive } from "../../src/main.js"
+import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
+import { createDatabase, type TestDatabase } from "./databases.js"
 import { randomHex32 } from "./process.js"
+import { type Answer, type Received, startReceiver } from "./webhookReceiver.js"
+
+/** The database under a webhook suite's service, and the config the service runs with. */
+export class WebhookDatabase extends Context.Tag("test/WebhookDatabase")<WebhookDatabase, { readonly db: TestDatabase; readonly config: AppConfigShape }>() {}
+
+const WebhookDatabaseLive = (dialect: "sqlite" | "pg") =>
+  Layer.scoped(
+    WebhookDatabase,
+    Effect.acquireRelease(
+      Effect.promise(async () => {
+        const db = await createDatabase(dialect)
+        return { db, config: AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir }) }
+      }),
+      (f) => Effect.promise(() => f.db.drop())
+    )
+  )
+
+/** The service (no background fibers: the suite drives the dispatcher) over a fresh database, dropped at the end. */
+export const webhookServiceLayer = (dialect: "sqlite" | "pg") =>
+  Layer.unwrapEffect(Effect.map(WebhookDatabase, (f) => AppLive(f.config, { workers: false }))).pipe(
+    Layer.provideMerge(WebhookDatabaseLive(dialect))
+  )
+
+/** Waits on the real clock (a receiver's socket is real, whatever the TestClock says). */
+export const realSleep = (ms: number) => Effect.promise(() => new Promise<void>((r) => setTimeout(r, ms)))
+export const advance = (ms: number) => TestClock.adjust(Duration.millis(ms))
+
+/** A receiver on 127.0.0.1 for the scope, answering each request with `answer`. */
+export const receiver = (answer: (r: Received, i: number) => Answer) =>
+  Effect.acquireRelease(Effect.promise(() => startReceiver({ answer })), (r) => Effect.promise(() => r.close()))
+
+/** Every delivery still open at the end of a test is closed, so the next test (clock back at 0) does not pick it up. */
+export const closeOpenDeliveries = Effect.addFinalizer(() =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE webhook_deliveries SET status = 'failed' WHERE status IN ('pending', 'retrying')`).pipe(
+    Effect.ignore
+  )
+)
 
 /** A new API key with every scope, as the repositories return it. */
 export const newKey = Effect.gen(function*() {

@@ -58,7 +58,9 @@ const insertedAttestation = (
   row: NewAttestationRow,
   keys: Pick<Attestation, "seq" | "id" | "hashHex">
 ): Attestation => ({
-  ...keys,
+  seq: keys.seq,
+  id: keys.id,
+  hashHex: keys.hashHex,
   registeredAt: row.registered_at,
   signature: row.signature,
   signingKeyId: row.signing_key_id,

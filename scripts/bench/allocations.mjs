@@ -6,25 +6,14 @@
 // Garbage collection follows allocation: in a verify's CPU profile the collector is
 // ~18% of the event loop (README, Performance).
 import autocannon from "autocannon"
-import { readFileSync, rmSync } from "node:fs"
+import { rmSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
-import { createApiKey, randomHashHex, seedHashes, startAttestd, table } from "./lib.mjs"
+import { createApiKey, randomHashHex, seedHashes, signalForJson, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "heap-sampling.cjs")
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-const readTally = async (out) => {
-  for (let i = 0; i < 1200; i++) {
-    try {
-      return JSON.parse(readFileSync(out, "utf8"))
-    } catch {
-      await sleep(50)
-    }
-  }
-  throw new Error("the server wrote no allocation tally")
-}
 
 export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], requests = 20_000, connections = 50, seed = 1000, top = 15, log = console.log }) => {
   const rows = []
@@ -32,7 +21,6 @@ export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], r
     const spec = SCENARIOS[scenario]
     if (spec?.server !== "attestd") throw new Error(`unknown attestd scenario ${scenario}`)
     const out = path.join(process.env.TMPDIR ?? "/tmp", `attestd-allocations-${process.pid}-${scenario}.json`)
-    rmSync(out, { force: true })
     const server = await startAttestd({ name: "attestd-allocations", nodeArgs: ["--require", PRELOAD], env: { BENCH_ALLOCATIONS_OUT: out } })
     try {
       const key = await createApiKey({ env: server.env })
@@ -43,8 +31,8 @@ export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], r
       process.kill(server.pid, "SIGUSR1")
       await sleep(200)
       const r = await autocannon({ url: server.url, connections, amount: requests, timeout: 10, requests: [request] })
-      process.kill(server.pid, "SIGUSR2")
-      const sites = (await readTally(out)).sort((a, b) => b.bytes - a.bytes)
+      const sites = (await signalForJson(server.pid, "SIGUSR2", out, { what: "allocation tally", timeoutMs: 60_000 }))
+        .sort((a, b) => b.bytes - a.bytes)
       const total = r.requests.total
       const bytes = sites.reduce((a, s) => a + s.bytes, 0)
       log(`  ${scenario}: ${total} requests (${r.non2xx} non-2xx), ~${(bytes / total / 1024).toFixed(1)} KiB allocated per request`)

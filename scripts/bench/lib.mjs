@@ -152,6 +152,24 @@ export const waitHealthy = async (proc, url, timeoutMs = 30_000) => {
   throw new Error(`${proc.name} not healthy at ${url} after ${timeoutMs} ms (${last}); log ${proc.logFile}:\n${proc.tail()}`)
 }
 
+/**
+ * Sends `signal` to a server whose preloaded probe answers by writing JSON to `file`
+ * (statements.mjs, allocations.mjs), and returns that JSON once it is complete.
+ */
+export const signalForJson = async (pid, signal, file, { what, timeoutMs }) => {
+  rmSync(file, { force: true })
+  process.kill(pid, signal)
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    try {
+      return JSON.parse(readFileSync(file, "utf8"))
+    } catch {
+      await sleep(20)
+    }
+  }
+  throw new Error(`the server wrote no ${what} within ${timeoutMs} ms`)
+}
+
 /** The bare node:http baseline server. */
 export const startBareServer = async ({ name = "bare" } = {}) => {
   const port = await freePort()

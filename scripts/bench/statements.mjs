@@ -6,28 +6,15 @@
 // event loop, plus the COMMITs' percentiles. better-sqlite3 is synchronous: this time
 // is time the event loop serves nothing else, so it bounds what a scenario's req/s
 // can be, whatever the rest of the server costs (README, Performance).
-import { readFileSync, rmSync } from "node:fs"
+import { rmSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
 import autocannon from "autocannon"
-import { createApiKey, randomHashHex, seedHashes, startAttestd, table } from "./lib.mjs"
+import { createApiKey, randomHashHex, seedHashes, signalForJson, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "sqlite-statements.cjs")
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-const snapshot = async (server, out) => {
-  rmSync(out, { force: true })
-  process.kill(server.pid, "SIGUSR2")
-  for (let i = 0; i < 100; i++) {
-    try {
-      return JSON.parse(readFileSync(out, "utf8"))
-    } catch {
-      await sleep(20)
-    }
-  }
-  throw new Error("the server wrote no statement tally")
-}
+const snapshot = (server, out) => signalForJson(server.pid, "SIGUSR2", out, { what: "statement tally", timeoutMs: 2_000 })
 
 const quantile = (xs, q) => xs.length === 0 ? undefined : xs[Math.min(xs.length - 1, Math.floor(q * xs.length))]
 

@@ -18,8 +18,7 @@ const onFile = <A>(name: string, program: Effect.Effect<A, unknown, SqlClient.Sq
   Effect.runPromise(Effect.scoped(Effect.provide(program, layerFromUrl(`sqlite:${join(dir, name)}`))))
 
 const pragma = (name: string) =>
-  Effect.map(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(`PRAGMA ${name}`)).pipe(
-    Effect.flatten,
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(`PRAGMA ${name}`)).pipe(
     Effect.map((rows) => Object.values(rows[0] ?? {})[0])
   )
 

@@ -65,6 +65,34 @@ export const sumIn = (pairs: Iterable<readonly [number, number]>, second: number
   return n
 }
 
+/** A window's hits, and the oldest second in it that holds one (the window's last second when none does). */
+export interface WindowCount {
+  used: number
+  oldest: number
+}
+
+/** Counts `n` hits at second `s` into `count` if `s` lies in the window of `window` seconds ending at `second`. */
+export const countInto = (count: WindowCount, s: number, n: number, second: number, window: number): void => {
+  if (s <= second - window || s > second) return
+  count.used += n
+  if (n > 0 && s < count.oldest) count.oldest = s
+}
+
+/**
+ * The window over everything the view counts (what `merged` adds up), read in
+ * place. The limiter's local path runs this on every hit, where building the
+ * merged list allocated a few KiB. Counts are never negative, so a second holds
+ * a hit in the sum exactly when it holds one in some part.
+ */
+export const countView = (v: KeyView, second: number, window: number): WindowCount => {
+  const count: WindowCount = { used: 0, oldest: second }
+  const into = (n: number, s: number) => countInto(count, s, n, second, window)
+  v.synced.forEach(into)
+  for (const b of v.inFlight) b.hits.forEach(into)
+  v.pending.forEach(into)
+  return count
+}
+
 /** Everything the view counts: synced + in flight + pending, seconds ascending. */
 export const merged = (v: KeyView): Array<readonly [number, number]> => {
   const m = new Map(v.synced)

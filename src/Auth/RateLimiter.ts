@@ -16,6 +16,8 @@ import {
   absorb,
   type Batch,
   combined,
+  countInto,
+  countView,
   type KeyView,
   makeView,
   markWritten,
@@ -23,7 +25,8 @@ import {
   settle,
   sumIn,
   takePending,
-  unseenBy
+  unseenBy,
+  type WindowCount
 } from "./LimiterView.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 
@@ -81,9 +84,10 @@ export const makeMemoryLimiter = (options: { readonly maxKeys?: number } = {}) =
       else if (b[b.length - 2] === second) b[b.length - 1]! += cost
       else b.push(second, cost)
     }
-    const pairs: Array<readonly [number, number]> = []
-    for (let i = 0; i < w.buckets.length; i += 2) pairs.push([w.buckets[i]!, w.buckets[i + 1]!])
-    return verdictOf(limit, second, pairs, admitted, windowSeconds)
+    // the verdict read from the flat buckets in place: no list of pairs per hit
+    const count: WindowCount = { used: 0, oldest: second }
+    for (let i = 0; i < w.buckets.length; i += 2) countInto(count, w.buckets[i]!, w.buckets[i + 1]!, second, windowSeconds)
+    return verdictFrom(limit, second, count, admitted, windowSeconds)
   }
   return {
     hit: (key: string, limit: number, windowSeconds: number = WINDOW_SECONDS, cost: number = 1): Effect.Effect<Verdict> =>
@@ -100,14 +104,24 @@ export const verdictOf = (
   admitted: boolean,
   windowSeconds: number = WINDOW_SECONDS
 ): Verdict => {
-  const inWindow = buckets.filter(([s]) => s > nowSecond - windowSeconds && s <= nowSecond)
-  const used = inWindow.reduce((acc, [, n]) => acc + n, 0)
-  const oldest = inWindow.reduce((acc, [s, n]) => (n > 0 && s < acc ? s : acc), nowSecond)
-  const reset = oldest + windowSeconds
+  const count: WindowCount = { used: 0, oldest: nowSecond }
+  for (const [s, n] of buckets) countInto(count, s, n, nowSecond, windowSeconds)
+  return verdictFrom(limit, nowSecond, count, admitted, windowSeconds)
+}
+
+/** The verdict from a window's count (countInto), at second `nowSecond`. */
+const verdictFrom = (
+  limit: number,
+  nowSecond: number,
+  count: WindowCount,
+  admitted: boolean,
+  windowSeconds: number = WINDOW_SECONDS
+): Verdict => {
+  const reset = count.oldest + windowSeconds
   return {
     allowed: admitted,
     limit,
-    remaining: Math.max(0, limit - used),
+    remaining: Math.max(0, limit - count.used),
     reset,
     retryAfter: admitted ? 0 : Math.max(1, reset - nowSecond)
   }
@@ -286,14 +300,16 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           if (v === undefined || v.window < windowSeconds || v.allowance < cost || performance.now() - v.syncedAt > SQL_LIMITER_FRESH_MS) {
             return exact(key, limit, windowSeconds, cost, second)
           }
-          const buckets = merged(v)
-          const admitted = sumIn(buckets, second, windowSeconds) + cost <= limit
-          if (!admitted) return Effect.succeed(verdictOf(limit, second, buckets, false, windowSeconds))
+          // read in place (countView), not through merged(v): this runs on every request
+          const count = countView(v, second, windowSeconds)
+          const admitted = count.used + cost <= limit
+          if (!admitted) return Effect.succeed(verdictFrom(limit, second, count, false, windowSeconds))
           v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
           v.allowance -= cost
           views.delete(key)
           views.set(key, v) // recency order, for the cap
-          return Effect.succeed(verdictOf(limit, second, merged(v), true, windowSeconds))
+          countInto(count, second, cost, second, windowSeconds)
+          return Effect.succeed(verdictFrom(limit, second, count, true, windowSeconds))
         })
     }
   })

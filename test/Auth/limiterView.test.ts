@@ -20,6 +20,8 @@ import {
   absorb,
   type Batch,
   combined,
+  countView,
+  type KeyView,
   makeView,
   markWritten,
   merged,
@@ -52,6 +54,17 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
 )
 
 const total = (pairs: Iterable<readonly [number, number]>) => sumIn(pairs, NOW, WINDOW)
+
+/** countView (read in place, on every local hit) agrees with the merged list it stands for, over two windows. */
+const expectCountViewAgrees = (v: KeyView) => {
+  for (const window of [WINDOW, 2]) {
+    const inWindow = merged(v).filter(([s]) => s > NOW - window && s <= NOW)
+    expect(countView(v, NOW, window)).toEqual({
+      used: inWindow.reduce((n, [, c]) => n + c, 0),
+      oldest: Math.min(NOW, ...inWindow.filter(([, c]) => c > 0).map(([s]) => s))
+    })
+  }
+}
 
 /** Runs the ops; after each, checks what the view counts against the truth. */
 const run = (ops: ReadonlyArray<Op>) => {
@@ -114,6 +127,7 @@ const run = (ops: ReadonlyArray<Op>) => {
     // The truth: what the database holds, plus the batches whose writes are still out, plus the pending hits.
     const truth = total(db) + writes.reduce((n, b) => n + total(b.hits), 0) + total(v.pending)
     const counted = total(merged(v))
+    expectCountViewAgrees(v)
     const ownOut = reads.reduce((n, r) => n + r.own, 0)
     if (reads.length === 0) expect(counted).toBe(truth)
     else expect({ low: counted >= truth - ownOut, high: counted <= truth }).toEqual({ low: true, high: true })

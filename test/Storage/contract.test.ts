@@ -31,6 +31,29 @@ const makeRuntime = (db: TestDatabase) =>
 
 type Runtime = ReturnType<typeof makeRuntime>
 
+/** A second runtime over the same database whose tracer notes each statement's text in `texts`. */
+const notingRuntime = (db: TestDatabase) => {
+  const texts: Array<string> = []
+  const native = Effect.runSync(Effect.tracer)
+  const noting = Tracer.make({
+    span: (...args) => {
+      const span = native.span(...args)
+      const attribute = span.attribute.bind(span)
+      span.attribute = (key, value) => {
+        if (key === "db.query.text") texts.push(String(value))
+        attribute(key, value)
+      }
+      return span
+    },
+    context: native.context
+  })
+  const traced = ManagedRuntime.make(
+    AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
+      .pipe(Layer.provide(Layer.setTracer(noting)))
+  )
+  return { traced, texts }
+}
+
 const newKey = (overrides: Partial<{ scopes: ReadonlyArray<Scope> | null; monthlyQuota: number | null; orgId: string | null }> = {}) =>
   Effect.gen(function*() {
     const repo = yield* ApiKeyRepo
@@ -94,6 +117,42 @@ for (const dialect of await dialects()) {
         expect(b.claim.id).toBe(a.claim.id)
         expect(b.claim.source).toBe("src")
         expect(b.claim.etag).toBe(a.claim.etag)
+      })
+
+      it("re-attesting what the keys hold writes nothing (two reads, no transaction); a missing claim alone is inserted", async () => {
+        const { traced, texts } = notingRuntime(db)
+        try {
+          const [{ key }, { key: other }] = await rt.runPromise(Effect.all([newKey(), newKey()]))
+          const hashes = [randomHash(), randomHash()]
+          const first = await rt.runPromise(Effect.flatMap(Attestor, (a) =>
+            a.attest({ key, hashes, source: "s", extraData: null, clientEncrypted: false })))
+          const batch = (k: ApiKey) =>
+            traced.runPromise(Effect.flatMap(Attestor, (a) => a.attest({ key: k, hashes, source: "t", extraData: null, clientEncrypted: false })))
+          const writes = () => texts.filter((t) => /^\s*(INSERT|UPDATE|DELETE|BEGIN|COMMIT|SAVEPOINT)/i.test(t))
+          await traced.runtime() // built before counting (the signer registers its key)
+
+          texts.length = 0
+          const again = await batch(key)
+          expect(again.map((r) => [r.created, r.attestation, r.claim])).toEqual(first.map((r) => [false, r.attestation, r.claim]))
+          expect(writes()).toEqual([])
+          expect(texts).toHaveLength(2) // the attestations, then the key's claims on them
+
+          // another key: the attestations exist, its claims are inserted (and nothing else)
+          texts.length = 0
+          const theirs = await batch(other)
+          expect(theirs.map((r) => [r.created, r.attestation.id, r.claim.apiKeyId])).toEqual(first.map((r) => [false, r.attestation.id, other.id]))
+          expect(writes().map((t) => t.match(/INSERT INTO \w+/)?.[0])).toEqual(["INSERT INTO claims"])
+
+          // a claim the key gave up is made anew
+          const sql = await rt.runPromise(SqlClient.SqlClient)
+          await rt.runPromise(sql`UPDATE claims SET deleted_at = ${new Date().toISOString()} WHERE id = ${first[0]!.claim.id}`)
+          const renewed = await batch(key)
+          expect(renewed[0]!.claim.id).not.toBe(first[0]!.claim.id)
+          expect(renewed[0]!.claim.source).toBe("t")
+          expect(renewed[1]!.claim).toEqual(first[1]!.claim)
+        } finally {
+          await traced.dispose()
+        }
       })
 
       it("gives each key its own claim on one attestation", async () => {
@@ -231,25 +290,7 @@ for (const dialect of await dialects()) {
       })
 
       it("findByHash: the lookups of one turn share one statement, each answered with its own row; in a transaction it reads on the transaction's connection", async () => {
-        // A second runtime over the same database whose tracer notes each statement's text.
-        const texts: Array<string> = []
-        const native = Effect.runSync(Effect.tracer)
-        const noting = Tracer.make({
-          span: (...args) => {
-            const span = native.span(...args)
-            const attribute = span.attribute.bind(span)
-            span.attribute = (key, value) => {
-              if (key === "db.query.text") texts.push(String(value))
-              attribute(key, value)
-            }
-            return span
-          },
-          context: native.context
-        })
-        const traced = ManagedRuntime.make(
-          AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
-            .pipe(Layer.provide(Layer.setTracer(noting)))
-        )
+        const { traced, texts } = notingRuntime(db)
         try {
           const repo = await traced.runPromise(AttestationRepo)
           const { key } = await rt.runPromise(newKey())

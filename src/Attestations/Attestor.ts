@@ -1,8 +1,10 @@
 /**
  * Creating attestations (T0): sign, insert-or-get by hash, and give the caller's
- * key its own claim. Concurrent requests are group-committed in one transaction;
- * a unique hash constraint plus insert-or-get makes re-attesting idempotent even
- * when many requests for one new hash race, here or on another instance.
+ * key its own claim. Concurrent requests are group-committed in one transaction,
+ * opened only when the group has something to write (a re-attest of what the keys
+ * hold is answered from two reads); a unique hash constraint plus insert-or-get
+ * makes re-attesting idempotent even when many requests for one new hash race,
+ * here or on another instance.
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient } from "@effect/sql"

@@ -14,4 +14,11 @@ describe("wire time", () => {
     expect(formatMillis(0)).toBe("1970-01-01T00:00:00.000000+00:00")
     expect(formatMillis(Date.UTC(2026, 10, 23, 7, 5, 9, 42))).toBe("2026-11-23T07:05:09.042000+00:00")
   })
+
+  it("formatMillis answers a repeated instant as a new one (it keeps the last one's text)", () => {
+    const instants = [0, 1, 1.5, 999, -1, -1.5, 1_700_000_000_000, 1_700_000_000_000.9]
+    fc.assert(fc.property(fc.array(fc.constantFrom(...instants), { minLength: 1, maxLength: 20 }), (seq) => {
+      for (const millis of seq) expect(formatMillis(millis)).toBe(formatMicros(BigInt(Math.trunc(millis)) * 1000n))
+    }), { numRuns: 500 })
+  })
 })

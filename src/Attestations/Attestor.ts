@@ -62,7 +62,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
           if (!m) claimsByKey.set(keyId, m = new Map())
           return m
         }
-        /** The seqs each key asks for among `known`, grouped by key (for liveClaims). */
+        /** Per key, the seqs (of the hashes `known` can place) whose claim the group does not hold yet: what liveClaims must read. */
         const seqsByKey = (known: (hash: string) => number | undefined) => {
           const out = new Map<string, Set<number>>()
           for (const input of inputs) {

@@ -83,16 +83,12 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
             }), { discard: true })
 
         // the claims the keys already hold on the attestations that exist
-        yield* readClaims(seqsByKey((hash) => byHash.get(hash)?.seq))
+        const existing = (hash: string) => byHash.get(hash)?.seq
+        yield* readClaims(seqsByKey(existing))
         const missing = allHashes.filter((h) => !byHash.has(h))
-        const unclaimed = inputs.some((input) =>
-          input.hashes.some((hash) => {
-            const a = byHash.get(hash)
-            return a === undefined || !claimOf(input.key.id).has(a.seq)
-          })
-        )
         const ours = new Set<string>()
-        if (missing.length > 0 || unclaimed) {
+        // a hash to insert, or an attestation some key asked for and holds no live claim on
+        if (missing.length > 0 || seqsByKey(existing).size > 0) {
           yield* repo.withTransaction(Effect.gen(function*() {
             if (missing.length > 0) {
               const registeredAt = formatMicros((yield* Clock.currentTimeNanos) / 1000n)

@@ -115,7 +115,7 @@ const verdictFrom = (
   nowSecond: number,
   count: WindowCount,
   admitted: boolean,
-  windowSeconds: number = WINDOW_SECONDS
+  windowSeconds: number
 ): Verdict => {
   const reset = count.oldest + windowSeconds
   return {

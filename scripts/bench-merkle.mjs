@@ -15,6 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { median } from "./bench/stats.mjs"
 
 const DEFAULT_SIZES = [10_000, 100_000, 1_000_000]
 const BASELINE_CALLS = 999_999
@@ -63,10 +64,6 @@ const schedSnapshot = () => {
   }
 }
 
-const median = (xs) => {
-  const sorted = [...xs].sort((a, b) => a - b)
-  return sorted[sorted.length >> 1]
-}
 
 const timeBest = async (repeats, fn) => {
   const runs = []

@@ -22,6 +22,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
+import { quantile } from "./bench/stats.mjs"
 
 const args = process.argv.slice(2)
 const arg = (name, fallback) => {
@@ -144,8 +145,7 @@ const measure = async (n) => {
     ms.push(Number(process.hrtime.bigint() - t) / 1e6)
     statuses[status] = (statuses[status] ?? 0) + 1
   }
-  ms.sort((a, b) => a - b)
-  const at = (q) => Math.round(ms[Math.min(ms.length - 1, Math.floor(q * ms.length))] * 10) / 10
+  const at = (q) => Math.round(quantile(ms, q) * 10) / 10
   const serverCpuPercent = Math.round((100 * (serverCpuMs() - cpu0)) / (Date.now() - t0))
   return { median: at(0.5), p90: at(0.9), statuses, server_cpu_percent: serverCpuPercent }
 }

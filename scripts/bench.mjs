@@ -90,6 +90,7 @@ import { pathToFileURL } from "node:url"
 import { ATTESTD_SCENARIOS, BARE_SCENARIOS, benchAttestd, benchBare, profileScenarios } from "./bench/http.mjs"
 import * as lib from "./bench/lib.mjs"
 import { BENCH_DIR, dropCreatedDatabases, envInt, envList, killAllChildren, ROOT, table } from "./bench/lib.mjs"
+import { median } from "./bench/stats.mjs"
 
 const config = {
   duration: envInt("BENCH_DURATION", 10),
@@ -331,10 +332,6 @@ let round = 1
 
 const baselineOf = (r) => (r.baseline ? results.find((b) => b.scenario === r.baseline && b.round === r.round) : undefined)
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
-}
 
 /**
  * The least server CPU a scenario could cost on this machine: the bare server's µs per request

@@ -21,14 +21,15 @@ import { randomBytes } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { BENCH_DIR, envInt, envList, runAsScript, table } from "./lib.mjs"
-import { defaultDist, directDb, distImport, fmt, makeRuntime, openStore, percentile, quietWait, timedEffect } from "./seal.mjs"
+import { defaultDist, directDb, distImport, fmt, makeRuntime, openStore, quietWait, timedEffect } from "./seal.mjs"
+import { median, quantile } from "./stats.mjs"
 
 const wire = (ms) => new Date(ms).toISOString().slice(0, 19) + "." + String((ms % 1000) * 1000).padStart(6, "0") + "+00:00"
 
 const stats = (xs) => ({
   n: xs.length,
-  median: percentile(xs, 50),
-  p99: percentile(xs, 99),
+  median: median(xs),
+  p99: quantile(xs, 0.99),
   mean: xs.reduce((a, b) => a + b, 0) / xs.length,
   min: Math.min(...xs),
   max: Math.max(...xs)
@@ -82,7 +83,7 @@ const benchTree = async ({ dist, count }) => {
     buildTree(roots)
     runs.push(performance.now() - t0)
   }
-  return { count, best: Math.min(...runs), median: percentile(runs, 50) }
+  return { count, best: Math.min(...runs), median: median(runs) }
 }
 
 /**
@@ -161,7 +162,7 @@ const benchAnchorWindow = async ({ dist, kind, calendarMode, count, runs, log })
       })
     }
     const best = out.reduce((a, b) => (b.total < a.total ? b : a))
-    return { store: kind, calendar: calendarMode, batches: count, runs: out.map((o) => o.total), best, median: percentile(out.map((o) => o.total), 50) }
+    return { store: kind, calendar: calendarMode, batches: count, runs: out.map((o) => o.total), best, median: median(out.map((o) => o.total)) }
   } finally {
     await runtime?.dispose()
     await server?.close()

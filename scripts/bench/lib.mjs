@@ -10,6 +10,7 @@ import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { median } from "./stats.mjs"
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 export const BENCH_DIR = path.join(ROOT, ".bench")
@@ -590,8 +591,7 @@ export const summarizeProfile = (file, { top = 25, window } = {}) => {
   // the gap before a sample taken after the process was descheduled (common on a shared 2-core
   // box, typically right after writev wakes the load generator) is waiting, not CPU: weighing
   // by gap would charge it to whatever ran next.
-  const sorted = deltas.filter((d) => d > 0).sort((a, b) => a - b)
-  const intervalUs = sorted.length > 0 ? sorted[Math.floor(sorted.length / 2)] : 1000
+  const intervalUs = median(deltas.filter((d) => d > 0)) ?? 1000
   let t = prof.startTime
   let wallStart
   let wallEnd

@@ -20,6 +20,7 @@ import { readFileSync } from "node:fs"
 import http from "node:http"
 import * as path from "node:path"
 import { BIN, envInt, killAllChildren, randomHashHex, ROOT, snapshotBuild, startAttestd } from "./lib.mjs"
+import { quantile } from "./stats.mjs"
 
 const ATTESTS = envInt("BENCH_ATTESTS", 60)
 const ATTACKERS = envInt("BENCH_ATTACKERS", 2)
@@ -71,10 +72,6 @@ const rssOf = (pid) => {
   }
 }
 
-const quantile = (xs, q) => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))]
-}
 
 /**
  * The attackers run in a child process of their own, so their uploads do not

@@ -61,12 +61,6 @@ export const quietWait = async (log = () => {}) => {
 
 export const fmt = (n, digits = 0) => (n === undefined || n === null || Number.isNaN(n) ? "" : n.toFixed(digits))
 
-export const percentile = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b)
-  if (s.length === 0) return undefined
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]
-}
-
 const cliEnv = (store) => {
   const env = { ...process.env }
   for (const k of Object.keys(env)) if (k.startsWith("ATTESTD_") || k === "DATABASE_URL" || k === "PORT") delete env[k]

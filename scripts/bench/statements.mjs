@@ -11,12 +11,12 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
 import autocannon from "autocannon"
+import { quantile } from "./stats.mjs"
 import { createApiKey, randomHashHex, seedHashes, signalForJson, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "sqlite-statements.cjs")
 const snapshot = (server, out) => signalForJson(server.pid, "SIGUSR2", out, { what: "statement tally", timeoutMs: 2_000 })
 
-const quantile = (xs, q) => xs.length === 0 ? undefined : xs[Math.min(xs.length - 1, Math.floor(q * xs.length))]
 
 export const benchStatements = async ({ scenarios = ["attest-new", "verify"], requests = 15_000, connections = 50, seed = 1000, log = console.log }) => {
   const out = path.join(process.env.TMPDIR ?? "/tmp", `attestd-statements-${process.pid}.json`)

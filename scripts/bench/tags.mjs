@@ -21,7 +21,8 @@
 // statement again after CREATE INDEX ON tags (api_key_id, attestation_seq).
 import { randomBytes } from "node:crypto"
 import { envInt, runAsScript, table } from "./lib.mjs"
-import { defaultDist, directDb, distImport, fmt, loadPending, makeRuntime, openStore, percentile, quietWait } from "./seal.mjs"
+import { defaultDist, directDb, distImport, fmt, loadPending, makeRuntime, openStore, quietWait } from "./seal.mjs"
+import { median, quantile } from "./stats.mjs"
 
 const TAG_KEYS = [
   ["env", 2],
@@ -115,7 +116,6 @@ const rebuild = (sql, apiKeyId, conditions, after, limit) => {
 
 const norm = (s) => s.replace(/\s+/g, " ").trim()
 
-const median = (xs) => percentile(xs, 50)
 
 /** Runs the tags benchmark (Postgres only); returns { load, queries, text }. */
 export async function benchTags({
@@ -205,7 +205,7 @@ export async function benchTags({
         more: page.nextAfter !== undefined,
         exactSql: exact,
         repoMedianMs: median(repoMs),
-        repoP90Ms: percentile(repoMs, 90),
+        repoP90Ms: quantile(repoMs, 0.9),
         statements
       })
       log(`  ${q.name}: TagRepo.query median ${fmt(median(repoMs), 2)} ms (${statements.map((s) => `${s.what} ${fmt(s.medianMs, 2)} ms${s.seqScanOnTags ? " SEQ SCAN" : ""}`).join(", ")})`)

@@ -14,6 +14,7 @@ import { execFileSync } from "node:child_process"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { performance } from "node:perf_hooks"
+import { median } from "./stats.mjs"
 
 const dir = process.argv[2]
 const runs = Number(process.argv[3] ?? 20)
@@ -24,7 +25,6 @@ const read = (f) => readFileSync(join(dir, f), "utf8")
 const bundle = JSON.parse(read("t2.json"))
 const options = { keys: JSON.parse(read("keys.json")).keys, tsaCaPem: read("root.pem"), otsHeaders: JSON.parse(read("headers.json")) }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const time = (f) => {
   const t = performance.now()
   f()

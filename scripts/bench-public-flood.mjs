@@ -15,22 +15,19 @@
 // each phase (Linux /proc) and the flood's throughput and answers. On a shared
 // machine run it several times, alternating builds.
 import { execFile, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import http from "node:http"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { quantile } from "./bench/stats.mjs"
+import { freePort, randomHashHex, sleep } from "./common.mjs"
 
 const args = process.argv.slice(2)
 const arg = (name, fallback) => {
   const i = args.indexOf(`--${name}`)
   return i >= 0 ? args[i + 1] : fallback
 }
-const hash = () => randomBytes(32).toString("hex")
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const request = (agent, url, body, headers = {}) =>
   new Promise((resolve, reject) => {
@@ -57,7 +54,7 @@ if (arg("flood") !== undefined) {
   const counts = {}
   let sent = 0
   // Bodies made up front: the flooder's own CPU should go to sending, not to making hashes.
-  const bodies = Array.from({ length: 64 }, () => ({ hashes: Array.from({ length: 100 }, hash) }))
+  const bodies = Array.from({ length: 64 }, () => ({ hashes: Array.from({ length: 100 }, randomHashHex) }))
   const loop = async () => {
     while (Date.now() < until) {
       const status = await request(agent, url, bodies[sent % bodies.length]).catch(() => "error")
@@ -85,15 +82,6 @@ const attests = Number(arg("attests", "150"))
 const connections = arg("connections", "8")
 const publicLimit = arg("public-limit")
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.on("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
 
 const dataDir = mkdtempSync(path.join(tmpdir(), "attestd-flood-"))
 const port = await freePort()
@@ -141,7 +129,7 @@ const measure = async (n) => {
   const statuses = {}
   for (let i = 0; i < n; i++) {
     const t = process.hrtime.bigint()
-    const status = await request(agent, `${base}/v1/attest`, { hash_hex: hash() }, { authorization: `Bearer ${key}` })
+    const status = await request(agent, `${base}/v1/attest`, { hash_hex: randomHashHex() }, { authorization: `Bearer ${key}` })
     ms.push(Number(process.hrtime.bigint() - t) / 1e6)
     statuses[status] = (statuses[status] ?? 0) + 1
   }

@@ -24,10 +24,10 @@ import { execFile, spawn } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort, randomHashHex, sleep } from "./common.mjs"
 
 const require = createRequire(import.meta.url)
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
@@ -40,18 +40,7 @@ const MAX_MS = Number(process.env.KILL_LOOP_MAX_MS ?? 700)
 const PG_ADMIN_URL = process.env.TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const KEEP = process.env.KILL_LOOP_KEEP === "1"
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const hex32 = () => randomBytes(32).toString("hex")
 
-const freePort = () =>
-  new Promise((res, rej) => {
-    const srv = createServer()
-    srv.once("error", rej)
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address()
-      srv.close(() => res(port))
-    })
-  })
 
 // ---------------------------------------------------------------------------
 // Stores
@@ -179,7 +168,7 @@ const load = async (url, key, stopped, log, concurrency = 3, batch = 20) => {
   const one = async () => {
     while (!stopped()) {
       const single = ++turn % 4 === 0
-      const hashes = single ? [hex32()] : Array.from({ length: batch }, hex32)
+      const hashes = single ? [randomHashHex()] : Array.from({ length: batch }, randomHashHex)
       log.sent += hashes.length
       try {
         const res = await fetch(single ? `${url}/v1/attest` : `${url}/v1/attest/batch`, {

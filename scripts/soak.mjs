@@ -24,26 +24,15 @@ import { spawn, execFile } from "node:child_process"
 import { createPublicKey, verify, randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
-import { createServer as createNetServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
+import { freePort, randomHashHex, sleep } from "./common.mjs"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const BIN = join(ROOT, "dist", "cli.mjs")
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const hex32 = () => randomBytes(32).toString("hex")
 
-const freePort = () =>
-  new Promise((res, rej) => {
-    const s = createNetServer()
-    s.once("error", rej)
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address()
-      s.close(() => res(port))
-    })
-  })
 
 const withDatabase = (url, name) => {
   const u = new URL(url)
@@ -150,7 +139,7 @@ const loadLoop = async ({ urls, key, stop, acked, stats, batchSize = 10, periodM
     const live = urls()
     const base = live[turn++ % live.length]
     const single = turn % 4 === 0
-    const hashes = single ? [hex32()] : Array.from({ length: batchSize }, hex32)
+    const hashes = single ? [randomHashHex()] : Array.from({ length: batchSize }, randomHashHex)
     stats.sent += hashes.length
     try {
       const res = await fetch(single ? `${base}/v1/attest` : `${base}/v1/attest/batch`, {
@@ -188,7 +177,7 @@ const probeLoop = async ({ urls, key, stop, acked, accepted, stats, everyMs }) =
     const base = live[turn++ % live.length]
     const sentAt = Date.now()
     try {
-      const hash = hex32()
+      const hash = randomHashHex()
       const res = await fetch(`${base}/v1/attest`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${key}` },

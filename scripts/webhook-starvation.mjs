@@ -27,7 +27,6 @@
  * database is created and dropped.
  */
 import { execFile, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import { createServer as createNetServer } from "node:net"
@@ -35,6 +34,7 @@ import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
+import { freePort, randomHashHex, sleep } from "./common.mjs"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..")
 const args = process.argv.slice(2)
@@ -52,18 +52,7 @@ const GAP_MS = Number(opt("gap", "5")) * 1000
 const THROUGHPUT = Number(opt("throughput", "1000"))
 const PG_ADMIN_URL = process.env.PG_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-const hex32 = () => randomBytes(32).toString("hex")
 
-const freePort = () =>
-  new Promise((res, rej) => {
-    const s = createNetServer()
-    s.once("error", rej)
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address()
-      s.close(() => res(port))
-    })
-  })
 
 const startBlackHole = () =>
   new Promise((res) => {
@@ -179,7 +168,7 @@ const main = async () => {
     }
     await call(keyB, "POST", "/v1/webhook/register", { url: `${receiver.url}/b`, events: ["t1_complete"] })
     const sampleB = async () => {
-      const a = await call(keyB, "POST", "/v1/attest", { hash_hex: hex32() })
+      const a = await call(keyB, "POST", "/v1/attest", { hash_hex: randomHashHex() })
       const t = Date.now()
       while (!receiver.arrivals.has(a.id)) {
         if (Date.now() - t > MAX_WAIT_MS) return { delay_ms: null, note: `not delivered within ${MAX_WAIT_MS / 1000} s`, a_attempts_before: hole.acceptedAt.length }
@@ -195,7 +184,7 @@ const main = async () => {
       const ids = []
       const t = Date.now()
       for (let left = THROUGHPUT; left > 0; left -= 100) {
-        const r = await call(keyB, "POST", "/v1/attest/batch", { hashes: Array.from({ length: Math.min(100, left) }, hex32) })
+        const r = await call(keyB, "POST", "/v1/attest/batch", { hashes: Array.from({ length: Math.min(100, left) }, randomHashHex) })
         for (const x of r.results ?? r.attestations ?? []) ids.push(x.id)
       }
       while (ids.some((id) => !receiver.arrivals.has(id))) {
@@ -210,7 +199,7 @@ const main = async () => {
       await call(keyA, "POST", "/v1/webhook/register", { url: `${hole.url}/a${i}`, events: ["t1_complete"] })
     }
     for (let left = EVENTS; left > 0; left -= 100) {
-      await call(keyA, "POST", "/v1/attest/batch", { hashes: Array.from({ length: Math.min(100, left) }, hex32) })
+      await call(keyA, "POST", "/v1/attest/batch", { hashes: Array.from({ length: Math.min(100, left) }, randomHashHex) })
     }
     const t = Date.now()
     while (hole.acceptedAt.length === 0) {

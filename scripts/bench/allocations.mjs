@@ -10,10 +10,9 @@ import { rmSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
-import { createApiKey, randomHashHex, seedHashes, signalForJson, startAttestd, table } from "./lib.mjs"
+import { createApiKey, randomHashHex, seedHashes, signalForJson, sleep, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "heap-sampling.cjs")
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], requests = 20_000, connections = 50, seed = 1000, top = 15, log = console.log }) => {
   const rows = []

@@ -4,12 +4,11 @@
 import autocannon from "autocannon"
 import { Runtime } from "effect"
 import { spawn, execFile } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import { cpSync, createWriteStream, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs"
-import { createServer } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort, randomHashHex, sleep } from "../common.mjs"
 import { median } from "./stats.mjs"
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
@@ -33,7 +32,6 @@ export const snapshotBuild = (from = path.join(ROOT, "dist")) => {
 }
 export const PG_ADMIN_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432"
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 export const envInt = (name, fallback) => {
   const raw = process.env[name]
@@ -49,19 +47,7 @@ export const envList = (name, fallback) => {
   return raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
 }
 
-export const randomHashHex = () => randomBytes(32).toString("hex")
-
-/** A TCP port that was free a moment ago. */
-export const freePort = () =>
-  new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.unref()
-    srv.on("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address()
-      srv.close(() => resolve(port))
-    })
-  })
+export { freePort, randomHashHex, sleep }
 
 // ---------------------------------------------------------------------------
 // child processes

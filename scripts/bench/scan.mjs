@@ -19,11 +19,11 @@
 import { execFile, spawn } from "node:child_process"
 import { createHash, randomBytes } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import pg from "pg"
+import { freePort, sleep } from "../common.mjs"
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const BIN = path.join(process.env.BENCH_DIST ? path.resolve(process.env.BENCH_DIST) : path.join(ROOT, "dist"), "bin.js")
@@ -54,15 +54,6 @@ export const SCAN_SQL = `
 export const benchHash = (i) =>
   createHash("md5").update(String(i)).digest("hex") + createHash("md5").update(String(i * 7)).digest("hex")
 
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const srv = createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const a = srv.address()
-      srv.close(() => resolve(typeof a === "object" && a ? a.port : 0))
-    })
-  })
 
 const childEnv = (databaseUrl, dataDir, port) => {
   const env = { ...process.env }
@@ -80,7 +71,6 @@ const cli = (args, env) =>
 
 const lastJson = (stdout) => JSON.parse(stdout.trim().split("\n").filter((l) => l.startsWith("{")).pop())
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 const startServe = async (env, port) => {
   const child = spawn(process.execPath, [BIN, "serve", "--no-workers", "--no-migrate"], { env, cwd: env.ATTESTD_DATA_DIR, stdio: ["ignore", "pipe", "pipe"] })

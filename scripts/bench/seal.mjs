@@ -36,7 +36,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { Worker } from "node:worker_threads"
-import { createPgDatabase, dropPgDatabase, envInt, envList, ROOT, runAsScript, table, waitQuiet } from "./lib.mjs"
+import { createPgDatabase, dropPgDatabase, envInt, envList, ROOT, runAsScript, sleep, table, waitQuiet } from "./lib.mjs"
 
 const SELF = fileURLToPath(import.meta.url)
 
@@ -48,7 +48,6 @@ export const defaultDist = () => (process.env.BENCH_DIST ? path.resolve(process.
 /** import() of a compiled module under `dist`, e.g. distImport(dist, "Sealing/Sealer.js"). */
 export const distImport = (dist, rel) => import(pathToFileURL(path.join(dist, rel)).href)
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 /** BENCH_QUIET_WAIT (s, default 0): before a measurement, wait up to that long for other processes to go below 20% of a core. */
 export const quietWait = async (log = () => {}) => {

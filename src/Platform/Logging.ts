@@ -10,6 +10,7 @@
  * guard, anything shaped like an API key or share token is redacted.
  */
 import { Cause, Clock, Context, DefaultServices, FiberId, FiberRef, FiberRefs, HashMap, Layer, List, Logger, LogLevel, Option, type Runtime, Tracer } from "effect"
+import { isoMillis } from "../Domain/Time.js"
 
 const SECRET = /\b(atk_(?:live|test)_|shr_)[A-Za-z0-9_-]{8,}/g
 /** Redacts anything shaped like an API key or a share token (a line per request: most strings have neither prefix). */
@@ -71,12 +72,12 @@ export const batchedLines = (out: NodeJS.WritableStream): (line: string) => void
  * `directLogger` (the access log, a line per request) need not build a HashMap
  * of annotations, an ISO date and a spans list only to take them apart again.
  */
-type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, date: Date) => void
+type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, millis: number) => void
 const directLines = new WeakMap<Logger.Logger<unknown, void>, DirectLine>()
 
 /** The fields every JSON line starts with; annotations follow, never overwriting them. */
-const entryOf = (date: Date, logLevel: LogLevel.LogLevel, text: string): Record<string, unknown> => ({
-  time: date.toISOString(),
+const entryOf = (millis: number, logLevel: LogLevel.LogLevel, text: string): Record<string, unknown> => ({
+  time: isoMillis(millis),
   level: logLevel.label.toLowerCase(),
   message: redact(text)
 })
@@ -85,15 +86,15 @@ const entryOf = (date: Date, logLevel: LogLevel.LogLevel, text: string): Record<
 export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
   const write = batchedLines(out)
   const logger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
-    const entry = entryOf(date, logLevel, textOf(message))
+    const entry = entryOf(date.getTime(), logLevel, textOf(message))
     for (const [k, v] of HashMap.toEntries(annotations)) if (!(k in entry)) entry[k] = plain(v)
     if (!Cause.isEmpty(cause)) entry.cause = redact(Cause.pretty(cause, { renderErrorCause: true }))
     const now = date.getTime()
     for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
     write(JSON.stringify(entry) + "\n")
   })
-  directLines.set(logger, (logLevel, message, annotations, date) => {
-    const entry = entryOf(date, logLevel, message)
+  directLines.set(logger, (logLevel, message, annotations, millis) => {
+    const entry = entryOf(millis, logLevel, message)
     for (const record of annotations) for (const k in record) if (!(k in entry)) entry[k] = plain(record[k])
     write(JSON.stringify(entry) + "\n")
   })
@@ -123,9 +124,10 @@ export const directLogger = (runtime: Runtime.Runtime<never>) => {
   }
   return (logLevel: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): void => {
     if (LogLevel.greaterThan(minimum, logLevel)) return
-    const date = new Date(clock.unsafeCurrentTimeMillis())
-    for (const line of direct) line(logLevel, message, [annotations, baseRecord], date)
+    const millis = clock.unsafeCurrentTimeMillis()
+    for (const line of direct) line(logLevel, message, [annotations, baseRecord], millis)
     if (others.length === 0) return
+    const date = new Date(millis)
     let all = base
     for (const k in annotations) all = HashMap.set(all, k, annotations[k])
     for (const logger of others) {

@@ -1,7 +1,10 @@
-/** The wire format of instants: formatMillis agrees with formatMicros, and parseMicros reads both back. */
+/**
+ * The wire format of instants: formatMillis agrees with formatMicros, and parseMicros reads both back.
+ * isoMillis (the logs' time) is Date's toISOString, however instants repeat.
+ */
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
-import { formatMicros, formatMillis, parseMicros } from "../../src/Domain/Time.js"
+import { formatMicros, formatMillis, isoMillis, parseMicros } from "../../src/Domain/Time.js"
 
 describe("wire time", () => {
   it("formatMillis is formatMicros of the same instant, and parseMicros reads it back", () => {
@@ -19,6 +22,14 @@ describe("wire time", () => {
     const instants = [0, 1, 1.5, 999, -1, -1.5, 1_700_000_000_000, 1_700_000_000_000.9]
     fc.assert(fc.property(fc.array(fc.constantFrom(...instants), { minLength: 1, maxLength: 20 }), (seq) => {
       for (const millis of seq) expect(formatMillis(millis)).toBe(formatMicros(BigInt(Math.trunc(millis)) * 1000n))
+    }), { numRuns: 500 })
+  })
+
+  it("isoMillis is toISOString of the instant, repeated or not", () => {
+    const instants = [0, 1, 1.5, 999, -1, -1.5, -8.64e15, 1_700_000_000_000, 1_700_000_000_000.9]
+    const some = fc.oneof(fc.constantFrom(...instants), fc.double({ min: -8.64e15, max: 8.64e15, noNaN: true }))
+    fc.assert(fc.property(fc.array(some, { minLength: 1, maxLength: 20 }), (seq) => {
+      for (const millis of seq) expect(isoMillis(millis)).toBe(new Date(millis).toISOString())
     }), { numRuns: 500 })
   })
 })

@@ -92,18 +92,20 @@ export const urlPort = (url: URL): number => url.port !== "" ? Number(url.port) 
 
 export type UrlCheck = { readonly ok: true; readonly url: URL } | { readonly ok: false; readonly reason: string }
 
+/** A URL's host without IPv6 brackets: what isIP and DNS take. */
+const bareHost = (url: URL): string => url.hostname.replace(/^\[|\]$/g, "")
+
 /**
- * Checks a webhook URL. Production: https only, and every address the host
- * resolves to must be global unicast (checked at registration and again at
- * delivery, where the connection uses the checked lookup), and the port must be
- * one of ATTESTD_WEBHOOK_PORTS (443 by default).
- * Demo: http and loopback allowed.
+ * What a webhook URL shows without DNS. Production: https only, no credentials,
+ * a port from ATTESTD_WEBHOOK_PORTS (443 by default), and a host given as an IP
+ * address must be global unicast. Demo: http and loopback allowed.
+ *
+ * A delivery checks only this: its connection's lookup (`publicOnlyLookup` in
+ * Dispatcher.ts) refuses a name that resolves to a non-public address, so the
+ * address checked is the one connected to, with one DNS query per attempt. An IP
+ * address needs the check here, since node:net connects to it without a lookup.
  */
-export const checkWebhookUrl = async (
-  raw: string,
-  production: boolean,
-  ports: ReadonlyArray<number> = [443]
-): Promise<UrlCheck> => {
+export const webhookUrlShape = (raw: string, production: boolean, ports: ReadonlyArray<number> = [443]): UrlCheck => {
   let url: URL
   try {
     url = new URL(raw)
@@ -118,6 +120,26 @@ export const checkWebhookUrl = async (
   if (!ports.includes(urlPort(url))) {
     return { ok: false, reason: `port ${urlPort(url)} is not allowed (ATTESTD_WEBHOOK_PORTS: ${ports.join(",")})` }
   }
+  const host = bareHost(url)
+  if (isIP(host) !== 0 && !isPublicAddress(host)) {
+    return { ok: false, reason: `host ${url.hostname} resolves to a non-public address (${host})` }
+  }
+  return { ok: true, url }
+}
+
+/**
+ * Checks a webhook URL at registration: its shape (`webhookUrlShape`) and, in
+ * production, every address its host name resolves to now, so that a URL that
+ * could never be delivered to is refused with its reason.
+ */
+export const checkWebhookUrl = async (
+  raw: string,
+  production: boolean,
+  ports: ReadonlyArray<number> = [443]
+): Promise<UrlCheck> => {
+  const shape = webhookUrlShape(raw, production, ports)
+  if (!shape.ok || !production) return shape
+  const { url } = shape
   const addresses = await resolveAll(url.hostname)
   if (addresses.length === 0) return { ok: false, reason: `host ${url.hostname} does not resolve` }
   const bad = addresses.find((a) => !isPublicAddress(a))

@@ -1,12 +1,12 @@
 /**
- * Pure webhook pieces: the SSRF guard (isPublicAddress, checkWebhookUrl —
+ * Pure webhook pieces: the SSRF guard (isPublicAddress, checkWebhookUrl and webhookUrlShape —
  * refusals and literal public IPs only; nothing here resolves a public name
  * or sends traffic), the signature, and the consumer-side verifyWebhook.
  */
 import { createHmac } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { verifyWebhook } from "../../src/Client/Webhooks.js"
-import { checkWebhookUrl, eventBody, isPublicAddress, newSigningSecret, signBody } from "../../src/Webhooks/Domain.js"
+import { checkWebhookUrl, eventBody, isPublicAddress, newSigningSecret, signBody, webhookUrlShape } from "../../src/Webhooks/Domain.js"
 import { expectedSignature } from "../helpers/webhookReceiver.js"
 
 describe("isPublicAddress", () => {
@@ -112,6 +112,32 @@ describe("checkWebhookUrl", () => {
     }
     for (const url of ["ftp://127.0.0.1/x", "file:///etc/passwd", "http://u:p@127.0.0.1/x", "nope"]) {
       expect((await checkWebhookUrl(url, false)).ok, url).toBe(false)
+    }
+  })
+
+  // A delivery checks only the shape: a host name is left to the connection's lookup
+  // (publicOnlyLookup, test/Webhooks/productionDelivery.test.ts), an IP address is checked here.
+  const hostNames = new Set(["https://localhost/x", "https://LOCALHOST./x", "https://does-not-exist.invalid/x"])
+  it.each(refusedInProduction)("webhookUrlShape refuses %j as registration does (host names aside: accepted)", async (url) => {
+    const shape = webhookUrlShape(url, true)
+    if (hostNames.has(url)) expect(shape.ok).toBe(true)
+    else expect(shape).toEqual(await checkWebhookUrl(url, true))
+  })
+
+  it("webhookUrlShape agrees with registration on public addresses, ports and demo mode", async () => {
+    const cases: Array<[string, boolean, Array<number>]> = [
+      ["https://93.184.216.34/", true, [443]],
+      ["https://[2606:4700:4700::1111]/hook", true, [443]],
+      ["https://8.8.8.8:8443/x", true, [443, 8443]],
+      ["https://8.8.8.8/x", true, [8443]],
+      ["https://127.0.0.1:8443/x", true, [8443]],
+      ["http://127.0.0.1:8080/hook", false, [443]],
+      ["http://localhost/x", false, [443]],
+      ["ftp://127.0.0.1/x", false, [443]],
+      ["http://u:p@127.0.0.1/x", false, [443]]
+    ]
+    for (const [url, production, ports] of cases) {
+      expect(webhookUrlShape(url, production, ports), url).toEqual(await checkWebhookUrl(url, production, ports))
     }
   })
 })

@@ -21,22 +21,25 @@ import { type Answer, type Received, startReceiver } from "./webhookReceiver.js"
 /** The database under a webhook suite's service, and the config the service runs with. */
 export class WebhookDatabase extends Context.Tag("test/WebhookDatabase")<WebhookDatabase, { readonly db: TestDatabase; readonly config: AppConfigShape }>() {}
 
-const WebhookDatabaseLive = (dialect: "sqlite" | "pg") =>
+const WebhookDatabaseLive = (dialect: "sqlite" | "pg", config: Partial<AppConfigShape>) =>
   Layer.scoped(
     WebhookDatabase,
     Effect.acquireRelease(
       Effect.promise(async () => {
         const db = await createDatabase(dialect)
-        return { db, config: AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir }) }
+        return { db, config: AppConfig.make({ ...config, databaseUrl: db.url, dataDir: db.dataDir }) }
       }),
       (f) => Effect.promise(() => f.db.drop())
     )
   )
 
-/** The service (no background fibers: the suite drives the dispatcher) over a fresh database, dropped at the end. */
-export const webhookServiceLayer = (dialect: "sqlite" | "pg") =>
+/**
+ * The service (no background fibers: the suite drives the dispatcher) over a fresh database,
+ * dropped at the end; `config` overrides the defaults (the database's own fields excepted).
+ */
+export const webhookServiceLayer = (dialect: "sqlite" | "pg", config: Partial<AppConfigShape> = {}) =>
   Layer.unwrapEffect(Effect.map(WebhookDatabase, (f) => AppLive(f.config, { workers: false }))).pipe(
-    Layer.provideMerge(WebhookDatabaseLive(dialect))
+    Layer.provideMerge(WebhookDatabaseLive(dialect, config))
   )
 
 /** Waits on the real clock (a receiver's socket is real, whatever the TestClock says). */

@@ -9,7 +9,10 @@
  *
  * SQLite: a server's cache and the CLI's repository on their own connections to
  * one database file. A cached key is served without a lookup, yet a revocation
- * by the CLI is seen by the very next lookup (the marker file beside the database).
+ * by the CLI is seen by the next lookup in a later turn of the event loop (the
+ * marker file beside the database, checked once per turn), which is where a
+ * request sent after the revocation is read (test/Cli/cli.test.ts: the revoked
+ * key gets 401 from the running server).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime } from "effect"
@@ -37,6 +40,9 @@ const instance = (url: string, withCache: boolean, options: KeyCacheOptions = {}
   )
 
 type Instance = ReturnType<typeof instance>
+
+/** The next turn of the event loop: the SQLite cache checks its marker once per turn. */
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
 
 const until = async (what: string, check: () => Promise<boolean>, timeoutMs = 10_000) => {
   const deadline = Date.now() + timeoutMs
@@ -154,7 +160,7 @@ describe("API-key cache on SQLite", () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  it("serves a cached key without a lookup, and a revocation by the CLI is seen by the next lookup", async () => {
+  it("serves a cached key without a lookup, and a revocation by the CLI is seen by the next lookup in a later turn", async () => {
     const key = await create("original")
     expect((await find(server, key.secret))?.label).toBe("original")
     // Positive control: the cache answers — a change that replaces no marker is not seen.
@@ -163,7 +169,8 @@ describe("API-key cache on SQLite", () => {
     expect((await find(cli, key.secret))?.label).toBe("changed behind attestd's back")
 
     expect(await cli.runPromise(Effect.flatMap(ApiKeyRepo, (r) => r.revoke(key.id)))).toBe(true)
-    // at once: no waiting, no retry
+    // at once: no waiting, no retry; a request sent after the revocation is read in a later turn
+    await nextTurn()
     expect((await find(server, key.secret))?.revokedAt).not.toBeNull()
   })
 
@@ -181,20 +188,30 @@ describe("API-key cache on SQLite", () => {
     }
   })
 
-  it("sees every replacement of the marker, however quickly they follow each other, and stores no lookup that raced one", () => {
+  it("sees every replacement of the marker from the next turn, however quickly they follow each other, and stores no lookup that raced one", async () => {
     const marker = keysMarkerOf(join(dir, "unit.db"))
     const cache = makeSqliteKeyCache(marker)
     const key = { id: "k", revokedAt: null } as unknown as ApiKey
     for (let i = 0; i < 20; i++) {
+      await nextTurn()
       cache.set("h", key, cache.generation())
       expect(cache.get("h"), `round ${i}: stored`).toBe(key)
       announceKeysChanged(marker)
+      // the lookups of one turn share its check (the control: this turn's check came before the change)
+      expect(cache.get("h"), `round ${i}: same turn`).toBe(key)
+      await nextTurn()
       expect(cache.get("h"), `round ${i}: emptied`).toBeUndefined()
     }
-    // a lookup that began before a change and ends after it
+    // a lookup that began before a change and ends after it, in a later turn
+    await nextTurn()
+    expect(cache.get("h")).toBeUndefined()
     const generation = cache.generation()
     announceKeysChanged(marker)
+    await nextTurn()
     cache.set("h", key, generation)
     expect(cache.get("h")).toBeUndefined()
+    // the same lookup ending in a turn whose check saw no change is stored (the control)
+    cache.set("h", key, cache.generation())
+    expect(cache.get("h")).toBe(key)
   })
 })

@@ -76,10 +76,7 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
   const log = directLogger(runtime)
   return (req: IncomingMessage, res: ServerResponse) => {
     const start = performance.now()
-    let done = false
     const finish = (aborted: boolean) => {
-      if (done) return
-      done = true
       const seconds = (performance.now() - start) / 1000
       const method = req.method ?? "GET"
       const route = routeTemplateOf(method, req.url ?? "/")
@@ -98,7 +95,7 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
       if (meta?.clientIp) annotations.client_ip = meta.clientIp
       log(LogLevel.Info, "request", annotations)
     }
-    res.once("finish", () => finish(false))
-    res.once("close", () => finish(true))
+    // 'close' follows 'finish' on every response, and comes alone when the connection went first
+    res.on("close", () => finish(!res.writableFinished))
   }
 })

@@ -50,9 +50,8 @@ export const makeDrainer = (): Drainer => {
       inFlight.add(res)
       requests++
       if (draining) res.shouldKeepAlive = false
-      const done = () => inFlight.delete(res)
-      res.once("finish", done)
-      res.once("close", done)
+      // 'close' follows 'finish' on every response, and comes alone when the connection went first
+      res.on("close", () => inFlight.delete(res))
     },
     drain: async (timeoutMs) => {
       const server = drainer.server

@@ -7,6 +7,7 @@
  */
 import { LogLevel } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
+import { connect } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -95,6 +96,40 @@ describe("logs of attestd serve (sqlite)", () => {
     expect(everything).not.toContain(secretSource)
     expect(everything).not.toContain(secretExtra)
     expect(everything).not.toContain(created.id) // routes are templates, not raw paths
+  })
+
+  it("a request whose client goes away before the answer is logged once, with status 499; an answered one once, with its status", async () => {
+    requireDist()
+    const env = await envFor({})
+    const serve = await startServe(env)
+    procs.push(serve)
+    const gone = `log-gone-${randomHex32().slice(0, 8)}`
+    const answered = `log-answered-${randomHex32().slice(0, 8)}`
+    // a body announced at 100 bytes, 10 sent, then the connection closed
+    await new Promise<void>((resolve, reject) => {
+      const socket = connect(env.port, "127.0.0.1", () => {
+        socket.write(`POST /v1/verify HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\nx-request-id: ${gone}\r\n\r\n{"hash_hex`)
+        setTimeout(() => socket.destroy(), 200)
+      })
+      socket.on("close", () => resolve())
+      socket.on("error", reject)
+    })
+    const res = await fetch(`${serve.url}/v1/verify`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-request-id": answered },
+      body: JSON.stringify({ hash_hex: randomHex32() })
+    })
+    expect(res.status).toBe(200)
+    const lineOf = (id: string) => serve.output().split("\n").filter((l) => l.includes(`"request_id":"${id}"`))
+    // a later request's line is the barrier: a second line for either would have been written before it
+    const after = `log-after-${randomHex32().slice(0, 8)}`
+    await waitFor("the answered request's line", async () => (lineOf(answered).length > 0 ? true : undefined), 10_000, 50)
+    expect((await fetch(`${serve.url}/v1/healthz`, { headers: { "x-request-id": after } })).status).toBe(200)
+    await waitFor("the later request's line", async () => (lineOf(after).length > 0 ? true : undefined), 10_000, 50)
+    expect(lineOf(gone)).toHaveLength(1)
+    expect(JSON.parse(lineOf(gone)[0]!)).toMatchObject({ route: "/v1/verify", status: 499 })
+    expect(lineOf(answered)).toHaveLength(1)
+    expect(JSON.parse(lineOf(answered)[0]!)).toMatchObject({ route: "/v1/verify", status: 200 })
   })
 
   it("ATTESTD_LOG_FORMAT=pretty is not JSON; ATTESTD_LOG_LEVEL=warning drops info lines", async () => {

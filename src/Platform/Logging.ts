@@ -86,10 +86,10 @@ const entryOf = (millis: number, logLevel: LogLevel.LogLevel, text: string): Rec
 export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
   const write = batchedLines(out)
   const logger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
-    const entry = entryOf(date.getTime(), logLevel, textOf(message))
+    const now = date.getTime()
+    const entry = entryOf(now, logLevel, textOf(message))
     for (const [k, v] of HashMap.toEntries(annotations)) if (!(k in entry)) entry[k] = plain(v)
     if (!Cause.isEmpty(cause)) entry.cause = redact(Cause.pretty(cause, { renderErrorCause: true }))
-    const now = date.getTime()
     for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
     write(JSON.stringify(entry) + "\n")
   })

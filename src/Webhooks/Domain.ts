@@ -92,8 +92,8 @@ export const urlPort = (url: URL): number => url.port !== "" ? Number(url.port) 
 
 export type UrlCheck = { readonly ok: true; readonly url: URL } | { readonly ok: false; readonly reason: string }
 
-/** A URL's host without IPv6 brackets: what isIP and DNS take. */
-const bareHost = (url: URL): string => url.hostname.replace(/^\[|\]$/g, "")
+/** A URL's hostname without IPv6 brackets: what isIP and DNS take. */
+const unbracketed = (hostname: string): string => hostname.replace(/^\[|\]$/g, "")
 
 /**
  * What a webhook URL shows without DNS. Production: https only, no credentials,
@@ -120,7 +120,7 @@ export const webhookUrlShape = (raw: string, production: boolean, ports: Readonl
   if (!ports.includes(urlPort(url))) {
     return { ok: false, reason: `port ${urlPort(url)} is not allowed (ATTESTD_WEBHOOK_PORTS: ${ports.join(",")})` }
   }
-  const host = bareHost(url)
+  const host = unbracketed(url.hostname)
   if (isIP(host) !== 0 && !isPublicAddress(host)) {
     return { ok: false, reason: `host ${url.hostname} resolves to a non-public address (${host})` }
   }
@@ -147,7 +147,7 @@ export const checkWebhookUrl = async (
 }
 
 export const resolveAll = async (hostname: string): Promise<Array<string>> => {
-  const host = hostname.replace(/^\[|\]$/g, "")
+  const host = unbracketed(hostname)
   if (isIP(host)) return [host]
   try {
     return (await lookup(host, { all: true, verbatim: true })).map((a) => a.address)

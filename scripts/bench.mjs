@@ -418,13 +418,22 @@ const report = () => {
     scenario: r.scenario,
     target: r.target,
     ratio: r.ratio,
+    usPerReq: r.serverCpuUsPerReq,
+    costRatio: r.costRatio,
     pass: r.ratio >= r.target && r.non2xx === 0 && r.errors === 0
   }))
+  // The req/s ratio moves with the load generator's share of the cores; the server's CPU per
+  // request and the cost ratio (the bare server's CPU per request ÷ this one's) do not.
+  const cpuOf = (ts) => {
+    const us = ts.map((t) => t.usPerReq).filter((x) => x !== undefined)
+    const cost = ts.map((t) => t.costRatio).filter((x) => x !== undefined)
+    return us.length === 0 ? "" : `; server ${fmt(median(us))} µs/req, cost ratio ${fmt(median(cost), 3)}`
+  }
   if (targets.length > 0 && config.rounds === 1) {
     lines.push("")
     lines.push("targets (× bare POST):")
     for (const t of targets) {
-      lines.push(`  ${t.pass ? "PASS" : "MISS"}  ${t.server} ${t.scenario}: ${fmt(t.ratio, 3)}× (target ≥ ${t.target.toFixed(2)}×)`)
+      lines.push(`  ${t.pass ? "PASS" : "MISS"}  ${t.server} ${t.scenario}: ${fmt(t.ratio, 3)}× (target ≥ ${t.target.toFixed(2)}×${cpuOf([t])})`)
     }
   } else if (targets.length > 0) {
     // one verdict per target: the median of the rounds' ratios (a round with errors counts as a miss)
@@ -440,7 +449,7 @@ const report = () => {
       const passed = ts.filter((t) => t.pass).length
       const mid = median(ts.map((t) => (t.pass || t.ratio < t.target ? t.ratio : 0)))
       lines.push(
-        `  ${mid >= ts[0].target ? "PASS" : "MISS"}  ${k}: median ${fmt(mid, 3)}× (${fmt(Math.min(...ratios), 3)}–${fmt(Math.max(...ratios), 3)}×; ${passed} of ${ts.length} rounds ≥ ${ts[0].target.toFixed(2)}×)`
+        `  ${mid >= ts[0].target ? "PASS" : "MISS"}  ${k}: median ${fmt(mid, 3)}× (${fmt(Math.min(...ratios), 3)}–${fmt(Math.max(...ratios), 3)}×; ${passed} of ${ts.length} rounds ≥ ${ts[0].target.toFixed(2)}×${cpuOf(ts)})`
       )
     }
   }

@@ -52,7 +52,8 @@
 //   BENCH_QUIET_WAIT   before each run, wait up to this many seconds for other processes to go
 //                      below 20% of a core (0: do not wait); the "other" CPU column shows what remained
 //   BENCH_SERVE_ARGS   extra `attestd serve` flags, e.g. "--no-workers" (default: none, workers run)
-//   BENCH_NODE_ARGS    extra node flags for the attestd servers, e.g. "--max-semi-space-size=32" (A/B of V8 settings)
+//   BENCH_NODE_ARGS    extra node flags for the attestd servers, e.g. "--max-semi-space-size=32" (A/B of V8 settings),
+//                      in the load runs and under callgrind (instructions)
 //   BENCH_SNAPSHOT=0   run dist/ in place instead of a copy in .bench/build (default: copy, so a
 //                      concurrent rebuild of dist/ cannot change the code under test mid-run)
 //   BENCH_DIST         compiled tree to benchmark instead of dist/ (e.g. an experimental build)

@@ -18,7 +18,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import autocannon from "autocannon"
 import { SCENARIOS } from "./http.mjs"
-import { attestdEnv, BIN, createApiKey, freePort, randomHashHex, seedHashes, waitHealthy } from "./lib.mjs"
+import { attestdEnv, benchNodeArgs, BIN, createApiKey, freePort, randomHashHex, seedHashes, waitHealthy } from "./lib.mjs"
 
 const exec = (cmd, args, timeout = 120_000, env = process.env) =>
   new Promise((resolve, reject) =>
@@ -55,6 +55,7 @@ const startUnderCallgrind = async (dir) => {
     "--smc-check=all-non-file", // V8 writes the code it runs
     `--callgrind-out-file=${out}`,
     process.execPath,
+    ...benchNodeArgs(),
     BIN,
     "serve",
     "--no-workers"

@@ -49,6 +49,9 @@ export const envList = (name, fallback) => {
 
 export { freePort, randomHashHex, sleep }
 
+/** Extra node flags for the attestd servers (BENCH_NODE_ARGS, space-separated), e.g. "--max-semi-space-size=32". */
+export const benchNodeArgs = () => (process.env.BENCH_NODE_ARGS ?? "").split(/\s+/).filter((a) => a.length > 0)
+
 // ---------------------------------------------------------------------------
 // child processes
 
@@ -201,8 +204,7 @@ export const startAttestd = async ({ name, databaseUrl, dataDir, profileDir, ser
   // the metrics listener: the bench reads the event loop's busy time from it around each run
   const metricsPort = await freePort()
   const fullEnv = attestdEnv({ databaseUrl, dataDir: dir, port, extra: { ATTESTD_METRICS_PORT: String(metricsPort), ...env } })
-  const extraNodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a.length > 0)
-  const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...extraNodeArgs, ...nodeArgs, ...profArgs], env: fullEnv })
+  const proc = startNode({ name, script: BIN, args: ["serve", ...serveArgs], nodeArgs: [...benchNodeArgs(), ...nodeArgs, ...profArgs], env: fullEnv })
   const url = `http://127.0.0.1:${port}`
   const startedAt = performance.now()
   await waitHealthy(proc, `${url}/v1/healthz`)

@@ -343,24 +343,29 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
   }) as typeof incoming.destroy
 }
 
-/** The server-level middleware given to HttpApiBuilder.serve. */
+/**
+ * The server-level middleware given to HttpApiBuilder.serve. RequestMeta is provided once,
+ * around all of it: each provideService copies the fiber's context (~40 services) and, through
+ * FiberRef locally, its refs twice.
+ */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const request = yield* HttpServerRequest.HttpServerRequest
-    const url = stripV1(request.url)
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
+    return yield* Effect.provideService(edgeFor(app, config, request, meta), RequestMeta, meta)
+  })
 
+const edgeFor = (app: HttpApp.Default, config: AppConfigShape, request: HttpServerRequest.HttpServerRequest, meta: RequestMetaShape) =>
+  Effect.gen(function*() {
+    const url = stripV1(request.url)
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
       HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
     const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta).pipe(
-      Effect.provideService(RequestMeta, meta),
       Effect.map((e) => e && errorResponse(e)),
-      Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)
-      )
+      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
     if (refused) return finish(refused)
     const limit = bodyLimitOfRequest(config, request.method, meta.path)
@@ -385,13 +390,8 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     // The inner app writes the response itself; headers go on through a pre-response handler.
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
     return yield* app.pipe(
-      Effect.provideService(RequestMeta, meta),
       Effect.provideService(HttpServerRequest.HttpServerRequest, normalized),
       HttpServerRequest.withMaxBodySize(Option.some(limit)),
-      Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause)
-          ? Effect.failCause(cause)
-          : Effect.provideService(failureResponse(cause, []), RequestMeta, meta)
-      )
+      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
   })

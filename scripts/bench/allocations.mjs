@@ -30,7 +30,7 @@ export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], r
       process.kill(server.pid, "SIGUSR1")
       await sleep(200)
       const r = await autocannon({ url: server.url, connections, amount: requests, timeout: 10, requests: [request] })
-      const sites = (await signalForJson(server.pid, "SIGUSR2", out, { what: "allocation tally", timeoutMs: 60_000 }))
+      const sites = (await signalForJson(server.pid, "SIGUSR2", out, { what: "allocation tally", timeoutMs: 240_000 }))
         .sort((a, b) => b.bytes - a.bytes)
       const total = r.requests.total
       const bytes = sites.reduce((a, s) => a + s.bytes, 0)

@@ -93,7 +93,11 @@ export const countView = (v: KeyView, second: number, window: number): WindowCou
   return count
 }
 
-/** Everything the view counts: synced + in flight + pending, seconds ascending. */
+/**
+ * Everything the view counts: synced + in flight + pending, seconds ascending. The
+ * limiter reads its window in place (countView); this list is what that reading
+ * stands for, and test/Auth/limiterView.test.ts holds the two equal.
+ */
 export const merged = (v: KeyView): Array<readonly [number, number]> => {
   const m = new Map(v.synced)
   for (const b of v.inFlight) add(m, b.hits)

@@ -21,7 +21,6 @@ import {
   type KeyView,
   makeView,
   markWritten,
-  merged,
   settle,
   sumIn,
   takePending,
@@ -288,7 +287,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         const read = admitted ? buckets : buckets.map(([s, n]) => [s, s === second ? n - cost : n] as const)
         if (!admitted) yield* sql`UPDATE rate_buckets SET n = n - ${cost} WHERE bucket_key = ${key} AND second = ${second}`
         absorb(v, read, second, readAt)
-        v.allowance = Math.floor(Math.max(0, limit - sumIn(merged(v), second, v.window)) * SQL_LIMITER_LOCAL_SHARE)
+        v.allowance = Math.floor(Math.max(0, limit - countView(v, second, v.window).used) * SQL_LIMITER_LOCAL_SHARE)
         return verdictOf(limit, second, combined(read, unseen), admitted, windowSeconds)
       })
 
@@ -300,7 +299,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           if (v === undefined || v.window < windowSeconds || v.allowance < cost || performance.now() - v.syncedAt > SQL_LIMITER_FRESH_MS) {
             return exact(key, limit, windowSeconds, cost, second)
           }
-          // read in place (countView), not through merged(v): this runs on every request
+          // read in place (countView), not through a merged list: this runs on every request
           const count = countView(v, second, windowSeconds)
           const admitted = count.used + cost <= limit
           if (!admitted) return Effect.succeed(verdictFrom(limit, second, count, false, windowSeconds))

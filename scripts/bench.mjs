@@ -333,7 +333,6 @@ let round = 1
 
 const baselineOf = (r) => (r.baseline ? results.find((b) => b.scenario === r.baseline && b.round === r.round) : undefined)
 
-
 /**
  * The least server CPU a scenario could cost on this machine: the bare server's µs per request
  * plus, per hash, what the store must do (sign + a group-committed insert for attest-new, an
@@ -375,11 +374,11 @@ const report = () => {
         r.loopBusy === undefined ? "" : fmt(100 * r.loopBusy)
       ]
     })
-    lines.push(
-      config.rounds > 1
-        ? table(["round", "server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other", "loop%"], body, { right: [0, 3, 4, 5, 8, 9, 10, 11, 13] })
-        : table(["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other", "loop%"], body, { right: [2, 3, 4, 7, 8, 9, 10, 12] })
-    )
+    // with several rounds, a round column comes first and every other column moves one right
+    const rounds = config.rounds > 1
+    const header = ["server", "scenario", "req/s", "p50 ms", "p99 ms", "vs bare", "non2xx/err", "srv µs/req", "cost ratio", "floor µs", "× floor", "cpu% srv/gen/pg/other", "loop%"]
+    const right = [2, 3, 4, 7, 8, 9, 10, 12].map((i) => i + (rounds ? 1 : 0))
+    lines.push(table(rounds ? ["round", ...header] : header, body, { right: rounds ? [0, ...right] : right }))
     lines.push("")
     lines.push("loop%: how much of the run the server's event loop was running code (attestd_event_loop_busy_seconds_total);")
     lines.push("near 100 it is saturated, and only less CPU per request can raise req/s.")
@@ -414,7 +413,6 @@ const report = () => {
     }
   }
   const targets = results.filter((r) => r.target !== null && r.ratio !== undefined).map((r) => ({
-    round: r.round,
     server: r.server,
     scenario: r.scenario,
     target: r.target,

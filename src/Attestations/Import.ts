@@ -59,7 +59,7 @@ export interface ImportReport {
 }
 
 export const IMPORT_LINE_MAX_BYTES = 16 * 1024
-const FIELDS = new Set(["hash_hex", "registered_at", "signature", "format_version", "public_key", "legacy_id"])
+const FIELDS: ReadonlySet<string> = new Set(["hash_hex", "registered_at", "signature", "format_version", "public_key", "legacy_id"])
 const FORMAT_VERSION = /^[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}$/
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 const COORD = /^[A-Za-z0-9_-]{43}$/

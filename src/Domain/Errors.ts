@@ -69,7 +69,7 @@ export const apiErrorClasses = [
 
 export type ApiError = InstanceType<(typeof apiErrorClasses)[number]>
 
-const byTag = new Map<string, { readonly code: string; readonly status: number }>(
+const byTag: ReadonlyMap<string, { readonly code: string; readonly status: number }> = new Map<string, { readonly code: string; readonly status: number }>(
   apiErrorClasses.map((cls) => [cls._tag, { code: cls.code, status: cls.status }])
 )
 

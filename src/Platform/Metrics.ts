@@ -10,6 +10,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Effect, Layer, Metric, MetricBoundaries, MetricLabel, MetricState, Option, Runtime } from "effect"
 import type * as MetricPair from "effect/MetricPair"
+import { createHash } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { AppConfig } from "./Config.js"
@@ -188,11 +189,13 @@ export const refreshGauges = Effect.gen(function*() {
       + (SELECT count(*) FROM outbox WHERE dispatched_at IS NULL) AS n`
   webhookBacklog.unsafeUpdate(Number(wh?.n ?? 0), [])
 
-  const latest = yield* sql<{ tsa_provider: string; id: number | string; tsa_token: Uint8Array }>`
-    SELECT b.tsa_provider, b.id, b.tsa_token FROM batches b
+  const latest = yield* sql<{ tsa_provider: string; tsa_token: Uint8Array }>`
+    SELECT b.tsa_provider, b.tsa_token FROM batches b
     WHERE b.id IN (SELECT max(id) FROM batches GROUP BY tsa_provider)`
   for (const row of latest) {
-    const key = `${row.tsa_provider}#${row.id}`
+    // By the token's digest, not the batch id: two instances in one process (tests) can
+    // hold different tokens under the same provider and id.
+    const key = createHash("sha256").update(row.tsa_token).digest("hex")
     let cached = tokenExpiries.get(row.tsa_provider)
     if (cached?.token !== key) {
       try {

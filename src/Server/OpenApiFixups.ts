@@ -12,7 +12,7 @@ type Json = Record<string, any>
 /** The published scan limit is the one of the default ATTESTD_SCAN_MAX_HASHES. */
 const DEFAULT_SCAN_MAX_HASHES = 50_000
 
-const UNPREFIXED = new Set(["/test-vectors.json"])
+const UNPREFIXED: ReadonlySet<string> = new Set(["/test-vectors.json"])
 
 export const openApiFixups = (spec: Json): Json => {
   const schemas: Json = spec.components?.schemas ?? {}

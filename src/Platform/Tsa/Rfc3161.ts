@@ -508,7 +508,7 @@ export interface ValidateOptions {
 }
 
 /** pkijs' own texts for its code 15 ("Error during verification"); any other code 15 wraps an engine's message. */
-const PKIJS_CODE_15 = new Set([
+const PKIJS_CODE_15: ReadonlySet<string> = new Set([
   "Error during verification: TSTInfo eContent is empty",
   "Error during verification: TSTInfo wrong ASN.1 schema ",
   "Error during verification: TSTInfo verification is failed",

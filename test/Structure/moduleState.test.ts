@@ -1,0 +1,179 @@
+/**
+ * Module-level state is declared. A binding at the top of a module is shared
+ * by everything that imports it in one process: by two servers in one test
+ * worker (the unit files share their workers, vitest.config.ts), by the CLI
+ * and the server, by the sealer and the HTTP API. State there is a choice that
+ * needs a reason, so every such binding in src/ is listed below with one, and
+ * a new one fails this file until it is added (or moved into a service).
+ *
+ * What counts, read with TypeScript's parser (nothing is run): a top-level
+ * `let` or `var`; a top-level `const` holding a new mutable collection (Map,
+ * Set, WeakMap, WeakSet, an array or a typed array) unless its declared type is
+ * Readonly (then the compiler keeps it constant); and a top-level `const`
+ * whose properties are assigned or incremented anywhere in its module. State
+ * held in a closure returned by a call at the top level (`keepingLast` in
+ * src/Domain/Time.ts) is not seen.
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import ts from "typescript"
+import { describe, expect, it } from "vitest"
+
+const ROOT = resolve(import.meta.dirname, "../..")
+
+/** "path name" → why sharing it across everything in the process is sound. */
+const DECLARED: Readonly<Record<string, string>> = {
+  // Caches of pure functions of their key: sharing one is invisible but for speed. Each is bounded.
+  "src/Attestations/Import.ts thumbprints": "cache: JWK thumbprint by (x, y); cleared at 1,000",
+  "src/Attestations/Import.ts keyCache": "cache: parsed public key by (x, y); cleared at 1,000",
+  "src/Platform/ClientAddress.ts cache": "cache: BlockList by allow list; cleared at 10,000",
+  "src/Platform/Metrics.ts labelSets": "cache: metric label array by label set; cleared at 10,000",
+  "src/Platform/Metrics.ts tokenExpiries": "cache: a TSA token's earliest certificate expiry, keyed by the token's digest",
+  "src/Platform/Rows.ts rowDecoders": "cache: the array decoder of a row schema (WeakMap by schema)",
+  "src/Server/AccessLog.ts templates": "cache: the route templates of the one HttpApi definition, built on first use",
+  "src/Server/AccessLog.ts literalTemplates": "cache: route template by literal URL; at most 1,000",
+  "src/Sealing/MerkleBuilder.ts kernelInstance": "cache: the Merkle kernel (pure functions), built on first use",
+  // Scratch buffers of synchronous code: filled and read within one call, never across a yield.
+  "src/Sealing/MerkleBuilder.ts chunkAscii": "scratch: leaf decoding, within one synchronous call",
+  "src/Sealing/MerkleBuilder.ts chunkAscii16": "scratch: leaf decoding, within one synchronous call",
+  // Keyed by an object whose life it follows: state of that object, not of the module.
+  "src/Auth/PublicLimit.ts blockedBy": "per limiter instance (WeakMap)",
+  "src/Platform/Logging.ts directLines": "per logger instance (WeakMap)",
+  "src/Server/AccessLog.ts requestMetas": "per request (WeakMap by IncomingMessage)",
+  // Process-wide by nature.
+  "src/Domain/Bytes.ts randomPool": "the CSPRNG pool: bytes are handed out once, whoever asks",
+  "src/Domain/Bytes.ts randomOffset": "the CSPRNG pool's read position",
+  "src/Platform/Metrics.ts counted": "process CPU and event-loop counters: one process, one set (Effect's metric registry is global too)",
+  "src/Platform/Tsa/Rfc3161.ts engineSet": "pkijs' crypto engine is a global of pkijs; set once",
+  "src/Sealing/MerkleBuilder.ts sharedWorker": "one Merkle worker thread per process, started on first use, unref'd",
+  "src/Sealing/MerkleBuilder.ts stats": "diagnostics of that worker (counts only)",
+  "src/Platform/Rows.ts rowSchemas": "the row schemas the repositories use (a fixed set, for the test holding the two decoders equal)",
+  // Demo and tests only: one simulated Bitcoin chain that every simulated calendar in the process mines on.
+  "src/Platform/Calendar/SimulatedCalendar.ts chainHeaders": "the simulated chain's headers (demo mode and tests)",
+  "src/Platform/Calendar/SimulatedCalendar.ts nextHeight": "the simulated chain's next height",
+  "src/Platform/Calendar/SimulatedCalendar.ts lastHash": "the simulated chain's tip"
+}
+
+const MUTABLE_CLASSES = new Set([
+  "Map",
+  "Set",
+  "WeakMap",
+  "WeakSet",
+  "Array",
+  "Uint8Array",
+  "Uint16Array",
+  "Uint32Array",
+  "Int8Array",
+  "Int16Array",
+  "Int32Array",
+  "Float32Array",
+  "Float64Array",
+  "BigInt64Array",
+  "BigUint64Array"
+])
+
+interface ModuleState {
+  readonly name: string
+  readonly line: number
+  readonly kind: "let" | "collection" | "mutated object"
+}
+
+const isReadonlyType = (type: ts.TypeNode | undefined): boolean =>
+  type !== undefined &&
+  (ts.isTypeOperatorNode(type) && type.operator === ts.SyntaxKind.ReadonlyKeyword ||
+    ts.isTypeReferenceNode(type) && /^Readonly/.test(type.typeName.getText()))
+
+/** The target of `x.p = …`, `x.p += …`, `x.p++`, `x[k] = …`: the identifier x, if any. */
+const assignedObject = (node: ts.Node): string | undefined => {
+  let target: ts.Expression | undefined
+  if (ts.isBinaryExpression(node) && node.operatorToken.kind >= ts.SyntaxKind.FirstAssignment &&
+    node.operatorToken.kind <= ts.SyntaxKind.LastAssignment) {
+    target = node.left
+  } else if ((ts.isPostfixUnaryExpression(node) || ts.isPrefixUnaryExpression(node)) &&
+    (node.operator === ts.SyntaxKind.PlusPlusToken || node.operator === ts.SyntaxKind.MinusMinusToken)) {
+    target = node.operand
+  }
+  while (target !== undefined && (ts.isPropertyAccessExpression(target) || ts.isElementAccessExpression(target))) {
+    const inner: ts.Expression = target.expression
+    if (ts.isIdentifier(inner)) return inner.text
+    target = inner
+  }
+  return undefined
+}
+
+/** The module-level state of one source text (see the file's comment for what counts). */
+const moduleStateOf = (path: string, text: string): Array<ModuleState> => {
+  const source = ts.createSourceFile(path, text, ts.ScriptTarget.Latest, true)
+  const found: Array<ModuleState> = []
+  const objects = new Map<string, number>()
+  const lineOf = (node: ts.Node) => source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1
+  for (const statement of source.statements) {
+    if (!ts.isVariableStatement(statement)) continue
+    const constant = (statement.declarationList.flags & ts.NodeFlags.Const) !== 0
+    for (const d of statement.declarationList.declarations) {
+      if (!ts.isIdentifier(d.name)) continue
+      const name = d.name.text
+      const init = d.initializer
+      if (!constant) {
+        found.push({ name, line: lineOf(d), kind: "let" })
+      } else if (init !== undefined && ts.isNewExpression(init) && ts.isIdentifier(init.expression) &&
+        MUTABLE_CLASSES.has(init.expression.text) && !isReadonlyType(d.type)) {
+        found.push({ name, line: lineOf(d), kind: "collection" })
+      } else if (init !== undefined && ts.isObjectLiteralExpression(init)) {
+        objects.set(name, lineOf(d))
+      }
+    }
+  }
+  const mutated = new Set<string>()
+  const walk = (node: ts.Node) => {
+    const name = assignedObject(node)
+    if (name !== undefined && objects.has(name)) mutated.add(name)
+    ts.forEachChild(node, walk)
+  }
+  walk(source)
+  for (const name of mutated) found.push({ name, line: objects.get(name)!, kind: "mutated object" })
+  return found
+}
+
+const listTs = (dir: string): Array<string> =>
+  readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? listTs(`${dir}/${e.name}`) : e.name.endsWith(".ts") ? [`${dir}/${e.name}`] : []
+  )
+
+describe("module-level state", () => {
+  const found = listTs("src").flatMap((path) =>
+    moduleStateOf(path, readFileSync(join(ROOT, path), "utf8")).map((s) => ({ ...s, key: `${path} ${s.name}`, path }))
+  )
+
+  it("every binding that holds state at the top of a module in src/ is declared with a reason", () => {
+    const undeclared = found.filter((s) => DECLARED[s.key] === undefined).map((s) => `${s.path}:${s.line} ${s.name} (${s.kind})`)
+    expect(undeclared).toEqual([])
+  })
+
+  it("every declared binding still exists (the list does not go stale)", () => {
+    const present = new Set(found.map((s) => s.key))
+    expect(Object.keys(DECLARED).filter((k) => !present.has(k))).toEqual([])
+  })
+
+  it("the reader finds each kind of state, and leaves constants and function-local state alone", () => {
+    const text = [
+      "let count = 0",
+      "var legacy = 1",
+      "const cache = new Map<string, number>()",
+      "const table: ReadonlyMap<string, number> = new Map([[\"a\", 1]])",
+      "const frozen: ReadonlySet<string> = new Set([\"a\"])",
+      "const stats = { hits: 0 }",
+      "const config = { depth: 2 }",
+      "const shape = { n: 1 }",
+      "export const hit = () => { stats.hits++; shape.n; let local = 0; const m = new Map(); local += m.size; return local }",
+      "const reset = () => { config[\"depth\"] = 3 }"
+    ].join("\n")
+    expect(moduleStateOf("example.ts", text)).toEqual([
+      { name: "count", line: 1, kind: "let" },
+      { name: "legacy", line: 2, kind: "let" },
+      { name: "cache", line: 3, kind: "collection" },
+      { name: "stats", line: 6, kind: "mutated object" },
+      { name: "config", line: 7, kind: "mutated object" }
+    ])
+  })
+})

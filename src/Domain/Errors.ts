@@ -69,14 +69,19 @@ export const apiErrorClasses = [
 
 export type ApiError = InstanceType<(typeof apiErrorClasses)[number]>
 
-const byTag: ReadonlyMap<string, { readonly code: string; readonly status: number }> = new Map<string, { readonly code: string; readonly status: number }>(
-  apiErrorClasses.map((cls) => [cls._tag, { code: cls.code, status: cls.status }])
+export interface ErrorDescription {
+  readonly code: string
+  readonly status: number
+}
+
+const byTag: ReadonlyMap<string, ErrorDescription> = new Map(
+  apiErrorClasses.map((cls): [string, ErrorDescription] => [cls._tag, { code: cls.code, status: cls.status }])
 )
 
 export const isApiError = (u: unknown): u is ApiError =>
   typeof u === "object" && u !== null && "_tag" in u && byTag.has((u as { _tag: string })._tag)
 
-export const describeApiError = (e: ApiError): { readonly code: string; readonly status: number } =>
+export const describeApiError = (e: ApiError): ErrorDescription =>
   byTag.get(e._tag)!
 
 /**

@@ -28,7 +28,7 @@ const DECLARED: Readonly<Record<string, string>> = {
   "src/Attestations/Import.ts keyCache": "cache: parsed public key by (x, y); cleared at 1,000",
   "src/Platform/ClientAddress.ts cache": "cache: BlockList by allow list; cleared at 10,000",
   "src/Platform/Metrics.ts labelSets": "cache: metric label array by label set; cleared at 10,000",
-  "src/Platform/Metrics.ts tokenExpiries": "cache: a TSA token's earliest certificate expiry, keyed by the token's digest",
+  "src/Platform/Metrics.ts tokenExpiries": "cache: each TSA's earliest certificate expiry, one entry per provider, renewed when its latest token's digest changes",
   "src/Platform/Rows.ts rowDecoders": "cache: the array decoder of a row schema (WeakMap by schema)",
   "src/Server/AccessLog.ts templates": "cache: the route templates of the one HttpApi definition, built on first use",
   "src/Server/AccessLog.ts literalTemplates": "cache: route template by literal URL; at most 1,000",

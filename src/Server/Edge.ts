@@ -5,7 +5,7 @@
  */
 import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Either, Option, Predicate } from "effect"
+import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
 import { Api } from "../Api.js"
 import type { Principal } from "../Auth/Api.js"
@@ -344,9 +344,10 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
 }
 
 /**
- * The server-level middleware given to HttpApiBuilder.serve. RequestMeta is provided once,
- * around all of it: each provideService copies the fiber's context (~40 services) and, through
- * FiberRef locally, its refs twice.
+ * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
+ * normalized request (no /v1 prefix, a JSON content type) are provided together, once,
+ * around all of it, and so is the route's body limit: each provide copies the fiber's
+ * context (~40 services) and each FiberRef locally its refs twice.
  */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
   Effect.gen(function*() {
@@ -354,12 +355,24 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
-    return yield* Effect.provideService(edgeFor(app, config, request, meta), RequestMeta, meta)
+    const normalized = normalizeRequest(request, stripV1(request.url))
+    const limit = bodyLimitOfRequest(config, request.method, meta.path)
+    return yield* edgeFor(app, config, request, normalized, limit, meta).pipe(
+      HttpServerRequest.withMaxBodySize(Option.some(limit)),
+      Effect.provide(Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
+    )
   })
 
-const edgeFor = (app: HttpApp.Default, config: AppConfigShape, request: HttpServerRequest.HttpServerRequest, meta: RequestMetaShape) =>
+/** The edge's steps. The fiber already holds the normalized request (for the app); `request` is the one as received. */
+const edgeFor = (
+  app: HttpApp.Default,
+  config: AppConfigShape,
+  request: HttpServerRequest.HttpServerRequest,
+  normalized: HttpServerRequest.HttpServerRequest,
+  limit: number,
+  meta: RequestMetaShape
+) =>
   Effect.gen(function*() {
-    const url = stripV1(request.url)
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
       HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
@@ -368,14 +381,11 @@ const edgeFor = (app: HttpApp.Default, config: AppConfigShape, request: HttpServ
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
     if (refused) return finish(refused)
-    const limit = bodyLimitOfRequest(config, request.method, meta.path)
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
-    const normalized = normalizeRequest(request, url)
     if (request.method !== "GET" && request.method !== "HEAD") {
       // Read (and cache on this request) the body once, so every route refuses
       // U+0000 and deep nesting the same way before its schema sees the value.
       const text = yield* normalized.text.pipe(
-        HttpServerRequest.withMaxBodySize(Option.some(limit)),
         Effect.mapError((e) =>
           isBodyTooLarge(e)
             ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
@@ -390,8 +400,6 @@ const edgeFor = (app: HttpApp.Default, config: AppConfigShape, request: HttpServ
     // The inner app writes the response itself; headers go on through a pre-response handler.
     yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
     return yield* app.pipe(
-      Effect.provideService(HttpServerRequest.HttpServerRequest, normalized),
-      HttpServerRequest.withMaxBodySize(Option.some(limit)),
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
   })

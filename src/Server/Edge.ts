@@ -346,8 +346,8 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
 /**
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
  * normalized request (no /v1 prefix, a JSON content type) are provided together, once,
- * around all of it, and so is the route's body limit: each provide copies the fiber's
- * context (~40 services) and each FiberRef locally its refs twice.
+ * around all of it, and so is the route's body limit (where there is a body to read): each
+ * provide copies the fiber's context (~40 services) and each FiberRef locally its refs twice.
  */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
   Effect.gen(function*() {
@@ -357,10 +357,10 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
     const normalized = normalizeRequest(request, stripV1(request.url))
     const limit = bodyLimitOfRequest(config, request.method, meta.path)
-    return yield* edgeFor(app, config, request, normalized, limit, meta).pipe(
-      HttpServerRequest.withMaxBodySize(Option.some(limit)),
-      Effect.provide(Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
-    )
+    const steps = edgeFor(app, config, request, normalized, limit, meta)
+    // GET and HEAD read no body (an unread one is drained by the server: Connections.ts).
+    const bounded = request.method === "GET" || request.method === "HEAD" ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
+    return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
 
 /** The edge's steps. The fiber already holds the normalized request (for the app); `request` is the one as received. */

@@ -13,7 +13,7 @@ import { Authenticator } from "./Auth/Authenticator.js"
 import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
-import { ApiErrorsLive, edge } from "./Server/Edge.js"
+import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { makeFastRoutes } from "./Server/FastLane.js"
 import { NodeServerLive, noFastRoutes } from "./Server/Server.js"
@@ -189,7 +189,8 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       host: config.host,
       fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
       drainer,
-      limits: { server: config.server, trustProxy: config.trustProxy }
+      limits: { server: config.server, trustProxy: config.trustProxy },
+      requestServices: edgeServices
     }))
   )))
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)

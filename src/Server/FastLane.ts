@@ -33,6 +33,7 @@ import {
   bodyScanError,
   type EdgeHeaders,
   edgeHeaders,
+  edgeServices,
   failureError,
   headerOf,
   INVALID_JSON,
@@ -42,7 +43,6 @@ import {
   validationErrorFromIssues
 } from "./Edge.js"
 import { errorParts } from "../Http/Envelope.js"
-import { BodyGates } from "../Http/BodyGates.js"
 import { RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
@@ -91,12 +91,12 @@ export const makeFastRoutes = Effect.gen(function*() {
   const attestor = yield* Attestor
   const quota = yield* Quota
   const repo = yield* AttestationRepo
-  const runtime = yield* Effect.runtime<RateLimiter | Authenticator>()
-  // A request's fiber starts with only the services its program names (plus the body
-  // gates the edge consults) and its RequestMeta: providing a service copies the
-  // context, so a small one keeps that cheap. Spans are not recorded here (with
-  // tracing on, every request takes the HttpApi path, which opens them).
-  const services = Context.pick(RateLimiter, Authenticator, BodyGates)(runtime.context as Context.Context<RateLimiter | Authenticator | BodyGates>)
+  const runtime = yield* Effect.runtime<AppConfig | RateLimiter | Authenticator>()
+  // A request's fiber starts with only the services the edge reads (Edge.ts edgeServices)
+  // and its RequestMeta: providing a service copies the context, so a small one keeps that
+  // cheap. Spans are not recorded here (with tracing on, every request takes the HttpApi
+  // path, which opens them).
+  const services = edgeServices(runtime.context)
   const fiberRefs = FiberRefs.updateAs(runtime.fiberRefs, { fiberId: FiberId.none, fiberRef: FiberRef.currentTracerEnabled, value: false })
   const runForkWith = (meta: RequestMetaShape) =>
     Runtime.runFork(Runtime.make({ context: Context.add(services, RequestMeta, meta), fiberRefs, runtimeFlags: runtime.runtimeFlags }))

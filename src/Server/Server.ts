@@ -12,9 +12,9 @@
  * The layer is an ordinary `HttpServer` implementation: `HttpApiBuilder.serve`
  * calls its `serve`, which builds that handler. Nothing patches the server.
  */
-import { HttpServer, HttpServerError } from "@effect/platform"
+import { Etag, FileSystem, HttpPlatform, HttpServer, HttpServerError, Path } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
@@ -33,9 +33,17 @@ export interface NodeServerOptions<R> {
   /** The fast lane's table (`makeFastRoutes`), or an empty one when it is off (ATTESTD_FAST_LANE=off). */
   readonly fastRoutes: Effect.Effect<FastRoutes, never, R>
   readonly drainer: Drainer
+  /**
+   * The services a request's fiber on the HttpApi path starts with (besides the
+   * platform's), picked from the server layer's context; all of it when absent.
+   */
+  readonly requestServices?: ((context: Context.Context<never>) => Context.Context<never>) | undefined
   /** Timeouts and connection caps (Connections.ts); node's defaults when absent. */
   readonly limits?: { readonly server: ServerLimits; readonly trustProxy: TrustProxy } | undefined
 }
+
+/** The platform's services a response may need (files, etags), in every request's context. */
+const platformServices = Context.pick(HttpPlatform.HttpPlatform, Etag.Generator, FileSystem.FileSystem, Path.Path)
 
 /** No fast entries: every request takes the HttpApi path. */
 export const noFastRoutes: Effect.Effect<FastRoutes> = Effect.succeed({})
@@ -92,7 +100,14 @@ const make = <R>(options: NodeServerOptions<R>) =>
         : { _tag: "TcpAddress", hostname: address.address === "::" ? "0.0.0.0" : address.address, port: address.port },
       serve: (app, middleware) =>
         Effect.gen(function*() {
-          api = yield* (middleware ? NodeHttpServer.makeHandler(app, middleware) : NodeHttpServer.makeHandler(app))
+          const handler = middleware ? NodeHttpServer.makeHandler(app, middleware) : NodeHttpServer.makeHandler(app)
+          const requestServices = options.requestServices
+          // The cast: serve is generic in the app's requirements, which the picked services
+          // must meet (the edge's, Edge.ts edgeServices); a missing one fails every request.
+          api = yield* (requestServices === undefined ? handler : Effect.mapInputContext(
+            handler as Effect.Effect<NodeHandler>,
+            (context: Context.Context<never>) => Context.merge(platformServices(context), requestServices(context))
+          ))
           yield* Effect.addFinalizer(() => Effect.sync(() => {
             api = undefined
           }))

@@ -345,7 +345,7 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
 
 /**
  * What the edge reads from a request's fiber, on both paths. A request's fiber starts
- * with these services (and the platform's, Server.ts), not the application's ~45:
+ * with these services (and the platform's, Server.ts), not the application's ~47:
  * every provide on the way copies the fiber's context, so a small one keeps that
  * cheap. HttpApi handlers get their services from their group's context, which
  * HttpApiBuilder merges in; the fast lane's programs name only these. A
@@ -358,7 +358,7 @@ export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, 
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
  * normalized request (no /v1 prefix, a JSON content type) are provided together, once,
  * around all of it, and so is the route's body limit (where there is a body to read): each
- * provide copies the fiber's context (~40 services) and each FiberRef locally its refs twice.
+ * provide copies the fiber's context and each FiberRef locally its refs twice.
  */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
   Effect.gen(function*() {

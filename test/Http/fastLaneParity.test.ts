@@ -1,14 +1,15 @@
 /**
  * The fast lane (ATTESTD_FAST_LANE, src/Server/FastLane.ts) must answer exactly
- * as the HttpApi stack. Two servers, each over its own fresh database, one
- * with the lane on and one with it off, receive the same sequence of requests
+ * as the HttpApi stack. Three servers, each over its own fresh database, one
+ * with the lane on, one with it off, and one with tracing on (ATTESTD_TRACING=1:
+ * the lane stays out of the way and spans are recorded), receive the same sequence of requests
  * (interleaved, so both see the same state and the same clock minute); every
  * answer must have the same status, the same headers but Date and
  * X-Request-Id, and the same body. Values that are per instance by nature
  * (ids, times, signatures, the demo signing key) are compared by shape.
  *
  * Positive control: the lane's own counter moves on the lane-on server for
- * every request it should take, and never on the lane-off one.
+ * every request it should take, and never on the other two.
  */
 import { ConfigProvider, Effect, Either, ManagedRuntime, Metric, Option } from "effect"
 import http from "node:http"
@@ -203,8 +204,15 @@ for (const dialect of await dialects()) {
     const servers: Array<{ server: TestServer; keys: Record<string, string> }> = []
 
     beforeAll(async () => {
-      for (const fastLane of [true, false]) {
-        const server = await startTestServer(dialect, { fastLane, publicRateLimit: Option.some(60) })
+      // The lane on; the lane off; and tracing on (ATTESTD_TRACING=1, read as the server is
+      // built), which sends every request through the HttpApi path and its spans.
+      for (const [fastLane, tracing] of [[true, false], [false, false], [true, true]] as const) {
+        const before = process.env.ATTESTD_TRACING
+        if (tracing) process.env.ATTESTD_TRACING = "1"
+        const server = await startTestServer(dialect, { fastLane, publicRateLimit: Option.some(60) }).finally(() => {
+          if (before === undefined) delete process.env.ATTESTD_TRACING
+          else process.env.ATTESTD_TRACING = before
+        })
         const keys: Record<string, string> = {}
         keys.good = (await server.createKey()).key
         const revoked = await server.createKey()
@@ -220,23 +228,25 @@ for (const dialect of await dialects()) {
       for (const s of servers) await s.server.close()
     })
 
-    it("answers every request of the matrix identically with the lane on and off", async () => {
-      const [on, off] = servers as [typeof servers[0], typeof servers[0]]
+    it("answers every request of the matrix identically with the lane on, off, and off for tracing", async () => {
+      const [on, off, traced] = servers as [typeof servers[0], typeof servers[0], typeof servers[0]]
       const rows = matrix()
       let taken = 0
       const statuses = new Set<number>()
+      const shown = (r: Request, x: Answer) => ({ row: r.name, status: x.status, headers: maskedHeaders(x.headers), body: masked(x.body) })
       for (const r of rows) {
         const before = laneCount()
         const a = await send(on.server.url, on.keys, r)
         const mid = laneCount()
         const b = await send(off.server.url, off.keys, r)
+        const c = await send(traced.server.url, traced.keys, r)
         const after = laneCount()
         expect({ row: r.name, lane: mid - before }).toEqual({ row: r.name, lane: r.fast ? 1 : 0 })
         expect({ row: r.name, lane: after - mid }).toEqual({ row: r.name, lane: 0 })
         if (r.fast) taken++
         statuses.add(a.status)
-        expect({ row: r.name, status: a.status, headers: maskedHeaders(a.headers), body: masked(a.body) })
-          .toEqual({ row: r.name, status: b.status, headers: maskedHeaders(b.headers), body: masked(b.body) })
+        expect(shown(r, a)).toEqual(shown(r, b))
+        expect(shown(r, c)).toEqual(shown(r, b))
       }
       // The matrix reaches every answer it claims to.
       expect([...statuses].sort()).toEqual([200, 201, 400, 401, 403, 413, 429])

@@ -367,20 +367,23 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
     const normalized = normalizeRequest(request, stripV1(request.url))
-    const limit = bodyLimitOfRequest(config, request.method, meta.path)
-    const steps = edgeFor(app, config, request, normalized, limit, meta)
     // GET and HEAD read no body (an unread one is drained by the server: Connections.ts).
-    const bounded = request.method === "GET" || request.method === "HEAD" ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
+    const limit = request.method === "GET" || request.method === "HEAD" ? undefined : bodyLimitOfRequest(config, request.method, meta.path)
+    const steps = edgeFor(app, config, request, normalized, limit, meta)
+    const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
 
-/** The edge's steps. The fiber already holds the normalized request (for the app); `request` is the one as received. */
+/**
+ * The edge's steps. The fiber already holds the normalized request (for the app); `request`
+ * is the one as received. `limit`: the route's body limit, for a method that carries a body.
+ */
 const edgeFor = (
   app: HttpApp.Default,
   config: AppConfigShape,
   request: HttpServerRequest.HttpServerRequest,
   normalized: HttpServerRequest.HttpServerRequest,
-  limit: number,
+  limit: number | undefined,
   meta: RequestMetaShape
 ) =>
   Effect.gen(function*() {
@@ -393,7 +396,7 @@ const edgeFor = (
     )
     if (refused) return finish(refused)
     if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
-    if (request.method !== "GET" && request.method !== "HEAD") {
+    if (limit !== undefined) {
       // Read (and cache on this request) the body once, so every route refuses
       // U+0000 and deep nesting the same way before its schema sees the value.
       const text = yield* normalized.text.pipe(

@@ -234,6 +234,9 @@ const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
 
 const ROUTES = apiRoutes()
 
+/** Whether the edge reads a request's body: every method but GET and HEAD (an unread body is drained by the server, Connections.ts). */
+const carriesBody = (method: string): boolean => method !== "GET" && method !== "HEAD"
+
 /**
  * What the edge refuses before it reads a body, in this order: the public
  * per-address rate limit (429; the verdict is kept on `meta` for the headers;
@@ -263,7 +266,7 @@ export const admitRequest = (
   }
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
-    if (match !== undefined && method !== "GET" && method !== "HEAD" && (match.route.keyed || gates.has(match.route.id))) {
+    if (match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))) {
       return beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
         Effect.flip,
         Effect.option,
@@ -318,7 +321,7 @@ export const parseJsonBody = (text: string): Either.Either<unknown, Errors.Valid
  */
 const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string) => {
   const type = request.headers["content-type"]
-  const jsonBody = request.method !== "GET" && request.method !== "HEAD" && (type === undefined || !type.includes("json"))
+  const jsonBody = carriesBody(request.method) && (type === undefined || !type.includes("json"))
   if (!jsonBody && url === request.url) return request
   return request.modify({
     url,
@@ -367,8 +370,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | R
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
     const normalized = normalizeRequest(request, stripV1(request.url))
-    // GET and HEAD read no body (an unread one is drained by the server: Connections.ts).
-    const limit = request.method === "GET" || request.method === "HEAD" ? undefined : bodyLimitOfRequest(config, request.method, meta.path)
+    const limit = carriesBody(request.method) ? bodyLimitOfRequest(config, request.method, meta.path) : undefined
     const steps = edgeFor(app, config, request, normalized, limit, meta)
     const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))

@@ -150,7 +150,8 @@ const ageSeconds = (now: number, iso: unknown): number => {
   return Number.isFinite(t) ? Math.max(0, (now - t) / 1000) : 0
 }
 
-const tokenExpiries = new Map<string, { readonly token: string; readonly days: number }>()
+/** Per TSA provider: its latest token's SHA-256 and the earliest notAfter (epoch ms) of that token's certificates. */
+const tokenExpiries = new Map<string, { readonly digest: string; readonly notAfter: number }>()
 
 let counted = { busyMs: 0, cpuUs: 0 }
 
@@ -195,20 +196,20 @@ export const refreshGauges = Effect.gen(function*() {
   for (const row of latest) {
     // By the token's digest, not the batch id: two instances in one process (tests) can
     // hold different tokens under the same provider and id.
-    const key = createHash("sha256").update(row.tsa_token).digest("hex")
+    const digest = createHash("sha256").update(row.tsa_token).digest("hex")
     let cached = tokenExpiries.get(row.tsa_provider)
-    if (cached?.token !== key) {
+    if (cached?.digest !== digest) {
       try {
         const details = parseTimeStampToken(new Uint8Array(row.tsa_token))
         const notAfter = Math.min(...details.certificates.map((c) => Date.parse(c.not_after)))
         if (!Number.isFinite(notAfter)) continue
-        cached = { token: key, days: notAfter }
+        cached = { digest, notAfter }
         tokenExpiries.set(row.tsa_provider, cached)
       } catch {
         continue
       }
     }
-    tsaCertExpiry.unsafeUpdate((cached.days - now) / 86_400_000, labels({ tsa: row.tsa_provider }))
+    tsaCertExpiry.unsafeUpdate((cached.notAfter - now) / 86_400_000, labels({ tsa: row.tsa_provider }))
   }
 })
 

@@ -23,6 +23,7 @@ import { SigningKeys } from "./Platform/SigningKeys.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { DatabaseLive, dialectOf } from "./Platform/Sql.js"
+import { SqliteReader } from "./Platform/SqliteReader.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
@@ -171,6 +172,8 @@ export const WorkersLive = Layer.scopedDiscard(
 export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
   (options.workers === false ? Layer.empty : WorkersLive).pipe(
     Layer.provideMerge(ServicesLive(config)),
+    // SQLite's read-only connection for the fast lane's verify (none on Postgres)
+    Layer.provideMerge(SqliteReader.layer),
     Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )

@@ -15,7 +15,7 @@ import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
-import { type Attestation, legacyOf } from "./Domain.js"
+import { type Attestation, type AttestationStatus, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
 import type { AttestPayload, VerifyResponse } from "./Api.js"
 import { Evidence } from "./Evidence.js"
@@ -79,21 +79,33 @@ export const attestOne = (
     )
   })
 
+/**
+ * The answer to a verify of `hashHex`: its attestation's status, and `source` when the
+ * caller's key holds a claim on it (that claim's source, null included).
+ */
+export const verifyAnswer = (
+  hashHex: HashHex,
+  a: AttestationStatus | undefined,
+  claim: { readonly source: string | null } | undefined,
+  nowMillis: number
+): typeof VerifyResponse.Type =>
+  a === undefined ? { exists: false, hash_hex: hashHex } : {
+    exists: true,
+    hash_hex: a.hashHex,
+    id: a.id,
+    timestamp: a.registeredAt,
+    level: a.level,
+    verified_at: formatMillis(nowMillis),
+    ...(claim ? { source: claim.source } : {})
+  }
+
 /** POST /verify for one digest; `keyId` adds that key's own source where it holds a claim. */
 export const verifyOne = (repo: AttestationRepo, hashHex: HashHex, keyId: string | undefined) =>
   // Combinators rather than Effect.gen: every public verify runs this (BENCH_ONLY=instructions).
   Effect.flatMap(Effect.orDie(repo.findByHash(hashHex)), (a): Effect.Effect<typeof VerifyResponse.Type> => {
-    if (!a) return Effect.succeed({ exists: false, hash_hex: hashHex })
+    if (!a) return Effect.succeed(verifyAnswer(hashHex, undefined, undefined, 0))
     const claims = keyId === undefined ? Effect.succeed([]) : Effect.orDie(repo.liveClaims(keyId, [a.seq]))
-    return Effect.zipWith(claims, Clock.currentTimeMillis, ([claim], now) => ({
-      exists: true,
-      hash_hex: a.hashHex,
-      id: a.id,
-      timestamp: a.registeredAt,
-      level: a.level,
-      verified_at: formatMillis(now),
-      ...(claim ? { source: claim.source } : {})
-    }))
+    return Effect.zipWith(claims, Clock.currentTimeMillis, ([claim], now) => verifyAnswer(hashHex, a, claim, now))
   })
 
 export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handlers) =>

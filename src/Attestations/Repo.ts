@@ -4,7 +4,9 @@ import { Effect, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
-import { decodeRows, DbInt } from "../Platform/Rows.js"
+import { decodeRows, decodeRowSync, DbInt } from "../Platform/Rows.js"
+import { SqliteReader } from "../Platform/SqliteReader.js"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { inTransaction } from "../Platform/Sql.js"
 import {
   type Attestation,
@@ -20,6 +22,8 @@ import {
 /** Row decoders (a row that does not match its schema is a bug: a defect). */
 const attestationRows = decodeRows(AttestationRow)
 const statusRows = decodeRows(AttestationStatusRow)
+const statusRow = decodeRowSync(AttestationStatusRow)
+const STATUS_BY_HASH = `SELECT ${ATTESTATION_STATUS_COLUMNS} FROM attestations WHERE hash_hex = ?`
 const claimRows = decodeRows(ClaimRow)
 const insertedAttestationKeys = decodeRows(AttestationRow.pipe(Schema.pick("seq", "id", "hashHex")))
 const insertedClaimKeys = decodeRows(ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId")))
@@ -144,6 +148,17 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const findByHash = (hash: string) =>
       Effect.flatMap(inTransaction, (inTx) => (inTx ? findStatus(hash) : groupRead(hash)))
 
+    /**
+     * findByHash, answered synchronously on SQLite's read-only connection
+     * (SqliteReader: committed rows only); UNDECIDED while the file is busy.
+     * Undefined on Postgres and in memory, where there is no such connection.
+     */
+    const reader = yield* SqliteReader
+    const findByHashNow = reader === undefined ? undefined : (hash: string): AttestationStatus | undefined | Undecided => {
+      const row = reader.first(STATUS_BY_HASH, hash)
+      return row === undefined || row === UNDECIDED ? row : statusRow(row)
+    }
+
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
         attestationRows(
@@ -201,6 +216,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
 
     return {
       findByHash,
+      findByHashNow,
       findByHashes,
       findByRef,
       insertIfAbsent,

@@ -11,7 +11,8 @@ import { isIP } from "node:net"
 import { RateLimited } from "../Domain/Errors.js"
 import type { AppConfigShape } from "../Platform/Config.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
-import type { RateLimiter } from "./RateLimiter.js"
+import type { RateLimiter, Verdict } from "./RateLimiter.js"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 /** The first four groups of an IPv6 address, or undefined when it is not one. */
 const ipv6Prefix64 = (ip: string): string | undefined => {
@@ -60,6 +61,48 @@ const refusal = (limit: number, cost: number, info: { limit: number; remaining: 
     rateLimit: info
   })
 
+/** The refusal while `bucket` is remembered as full at `second`, else undefined (forgetting it once it frees a request). */
+const blockedRefusal = (
+  limiter: RateLimiter["Type"],
+  bucket: string,
+  limit: number,
+  cost: number,
+  second: number,
+  meta: RequestMetaShape
+): RateLimited | undefined => {
+  const blocked = blockedOf(limiter)
+  const until = blocked.get(bucket)
+  if (until === undefined) return undefined
+  if (second < until) {
+    const info = { limit, remaining: 0, reset: until, retryAfter: until - second }
+    meta.rateLimit = info
+    return refusal(limit, cost, info)
+  }
+  blocked.delete(bucket)
+  return undefined
+}
+
+/** Keeps a verdict for the X-RateLimit-* headers and remembers a full window; the refusal when it refused. */
+const verdictRefusal = (
+  limiter: RateLimiter["Type"],
+  bucket: string,
+  limit: number,
+  cost: number,
+  second: number,
+  meta: RequestMetaShape,
+  verdict: Verdict
+): RateLimited | undefined => {
+  const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
+  meta.rateLimit = info
+  if (verdict.allowed) return undefined
+  if (verdict.remaining === 0 && verdict.reset > second) {
+    const blocked = blockedOf(limiter)
+    if (blocked.size >= BLOCKED_MAX) blocked.delete(blocked.keys().next().value!)
+    blocked.set(bucket, verdict.reset)
+  }
+  return refusal(limit, cost, info)
+}
+
 /**
  * Counts `cost` against the caller's address when the public limit is on; 429
  * RATE_LIMIT when over. Writes the verdict for the X-RateLimit-* headers and
@@ -77,25 +120,39 @@ export const chargePublic = (
   meta.publicCharged = true
   return Effect.flatMap(Clock.currentTimeMillis, (now) => {
     const second = Math.floor(now / 1000)
-    const blocked = blockedOf(limiter)
-    const until = blocked.get(bucket)
-    if (until !== undefined) {
-      if (second < until) {
-        const info = { limit, remaining: 0, reset: until, retryAfter: until - second }
-        meta.rateLimit = info
-        return Effect.fail(refusal(limit, cost, info))
-      }
-      blocked.delete(bucket)
-    }
+    const blocked = blockedRefusal(limiter, bucket, limit, cost, second, meta)
+    if (blocked) return Effect.fail(blocked)
     return Effect.flatMap(limiter.hit(bucket, limit, 60, cost), (verdict) => {
-      const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-      meta.rateLimit = info
-      if (verdict.allowed) return Effect.void
-      if (verdict.remaining === 0 && verdict.reset > second) {
-        if (blocked.size >= BLOCKED_MAX) blocked.delete(blocked.keys().next().value!)
-        blocked.set(bucket, verdict.reset)
-      }
-      return Effect.fail(refusal(limit, cost, info))
+      const refused = verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)
+      return refused ? Effect.fail(refused) : Effect.void
     })
   })
+}
+
+/**
+ * chargePublic at `nowMillis`, decided synchronously: undefined when admitted, the
+ * refusal, or UNDECIDED (nothing counted) when the limiter cannot decide without
+ * waiting (RateLimiter's hitNow).
+ */
+export const chargePublicNow = (
+  config: AppConfigShape,
+  limiter: RateLimiter["Type"],
+  meta: RequestMetaShape,
+  nowMillis: number,
+  cost: number = 1
+): RateLimited | undefined | Undecided => {
+  if (Option.isNone(config.publicRateLimit) || cost <= 0) return undefined
+  if (limiter.hitNow === undefined) return UNDECIDED
+  const limit = config.publicRateLimit.value
+  const bucket = publicBucketOf(meta.clientIp)
+  const second = Math.floor(nowMillis / 1000)
+  const blocked = blockedRefusal(limiter, bucket, limit, cost, second, meta)
+  if (blocked) {
+    meta.publicCharged = true
+    return blocked
+  }
+  const verdict = limiter.hitNow(bucket, limit, 60, cost, nowMillis)
+  if (verdict === undefined) return UNDECIDED
+  meta.publicCharged = true
+  return verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)
 }

@@ -4,7 +4,7 @@
  * accepts what either store returns, so a repository decodes rows the same way
  * on both.
  */
-import { Effect, identity, Option, ParseResult, Schema } from "effect"
+import { Effect, Either, identity, Option, ParseResult, Schema } from "effect"
 
 /** An integer column (or aggregate) as a number, from a number (SQLite) or a decimal string (Postgres). */
 export const DbInt = Schema.Union(Schema.Int, Schema.NumberFromString.pipe(Schema.int()))
@@ -54,6 +54,15 @@ const rowsDecoder = <A, I, R>(row: Schema.Schema<A, I, R>) => {
 export const renamingRowsDecoder = <A, I, R>(
   row: Schema.Schema<A, I, R>
 ): ((u: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError, R>) | undefined => {
+  // An Either is an Effect: the rows are decoded synchronously either way.
+  const decode = renamingRowsDecoderEither(row as Schema.Schema<A, I, never>)
+  return decode
+}
+
+/** renamingRowsDecoder's decoder as a synchronous function (row schemas have no effects of their own). */
+const renamingRowsDecoderEither = <A, I>(
+  row: Schema.Schema<A, I, never>
+): ((u: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>) | undefined => {
   const ast = row.ast
   if (ast._tag !== "Transformation" || ast.transformation._tag !== "TypeLiteralTransformation") return undefined
   if (ast.from._tag !== "TypeLiteral" || ast.to._tag !== "TypeLiteral") return undefined
@@ -62,13 +71,13 @@ export const renamingRowsDecoder = <A, I, R>(
   if (!renames.every((t) => t.decode === identity && t.encode === identity)) return undefined
   const columnOf = new Map<PropertyKey, PropertyKey>(renames.map((t) => [t.to, t.from]))
   const keys = ast.to.propertySignatures.map((ps) => [ps.name, columnOf.get(ps.name) ?? ps.name] as const)
-  const decodeColumns = Schema.decodeUnknown(Schema.Array(Schema.make<Record<PropertyKey, unknown>, unknown, R>(ast.from)))
+  const decodeColumns = Schema.decodeUnknownEither(Schema.Array(Schema.make<Record<PropertyKey, unknown>, unknown, never>(ast.from)))
   const rename = (columns: Record<PropertyKey, unknown>): A => {
     const out: Record<PropertyKey, unknown> = {}
     for (const [key, column] of keys) if (column in columns) out[key] = columns[column]
     return out as A
   }
-  return (u) => Effect.map(decodeColumns(u), (rows) => rows.map(rename))
+  return (u) => Either.map(decodeColumns(u), (rows) => rows.map(rename))
 }
 
 /** Decodes a statement's rows (one whose SQL is built at run time, so SqlSchema's Request has nothing to say). */
@@ -76,6 +85,21 @@ export const decodeRows = <A, I, R>(row: Schema.Schema<A, I, R>) => {
   const decode = rowsDecoder(row)
   return <E, R2>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R2>): Effect.Effect<ReadonlyArray<A>, E, R | R2> =>
     orDieOnMismatch(Effect.flatMap(rows, decode))
+}
+
+/**
+ * One row decoded synchronously, with the same checks as decodeRows (a row that
+ * does not match throws its ParseError): for reads answered without a fiber
+ * (SqliteReader). Registered with the row schemas decodeRows uses.
+ */
+export const decodeRowSync = <A, I>(row: Schema.Schema<A, I, never>): ((u: unknown) => A) => {
+  rowSchemas.add(row)
+  const decode = renamingRowsDecoderEither(row) ?? Schema.decodeUnknownEither(Schema.Array(row))
+  return (u) => {
+    const rows = decode([u])
+    if (Either.isLeft(rows)) throw rows.left
+    return rows.right[0]!
+  }
 }
 
 /** A field decoded from the snake_case column `name`: row schemas decode straight to the domain's camelCase shape. */

@@ -14,7 +14,8 @@ import type { Scope } from "../Auth/Domain.js"
 import { Authenticator } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
+import { chargePublic, chargePublicNow } from "../Auth/PublicLimit.js"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
@@ -257,30 +258,68 @@ export const admitRequest = (
 ): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta> => {
   // Combinators rather than Effect.gen: the fast lane runs this for every request.
   const match = matchRoute(ROUTES, method, meta.path)
-  const bodySize = (): Errors.ApiError | undefined => {
-    const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
-    const length = Number(headerOf(headers, "content-length") ?? "0")
-    return length > limit
-      ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
-      : undefined
-  }
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
-    if (match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))) {
-      return beforeBody(match, headerOf(headers, "authorization"), meta, gates).pipe(
+    if (checksBeforeBody(match, method, gates)) {
+      return beforeBody(match!, headerOf(headers, "authorization"), meta, gates).pipe(
         Effect.flip,
         Effect.option,
-        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySize())
+        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySizeError(config, match, headers))
       )
     }
-    return Effect.succeed(bodySize())
+    return Effect.succeed(bodySizeError(config, match, headers))
   })
-  if (Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))) {
+  if (chargedPublicly(config, match, headers)) {
     return Effect.flatMap(RateLimiter, (limiter) =>
       Effect.flatMap(Effect.either(chargePublic(config, limiter, meta)), (charged) =>
         charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
   }
   return afterPublicLimit
+}
+
+/**
+ * admitRequest decided synchronously at `nowMillis`: the same checks, in the same
+ * order, through the same functions, for a request whose route checks nothing
+ * before its body (no key, no gate). UNDECIDED, having counted nothing, when a
+ * check would have to wait: a route with checks before its body, or a rate
+ * limiter that cannot decide now (RateLimiter's hitNow). The fast lane answers
+ * a public verify without a fiber through it.
+ */
+export const admitRequestNow = (
+  config: AppConfigShape,
+  limiter: RateLimiter["Type"],
+  gates: ReadonlyMap<string, BodyGate>,
+  method: string,
+  url: string,
+  headers: EdgeHeaders,
+  meta: RequestMetaShape,
+  nowMillis: number
+): Errors.ApiError | undefined | Undecided => {
+  const match = matchRoute(ROUTES, method, meta.path)
+  if (checksBeforeBody(match, method, gates)) return UNDECIDED
+  if (chargedPublicly(config, match, headers)) {
+    const refused = chargePublicNow(config, limiter, meta, nowMillis)
+    if (refused !== undefined) return refused
+  }
+  if (urlHasNul(url)) return NUL_IN_URL()
+  return bodySizeError(config, match, headers)
+}
+
+/** Whether the edge charges the request against its address's public limit (see chargedAtEdge). */
+const chargedPublicly = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): boolean =>
+  Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))
+
+/** Whether a key or a gate is checked before the body is read: a keyed or gated route, for a request with a body. */
+const checksBeforeBody = (match: RouteMatch | undefined, method: string, gates: ReadonlyMap<string, BodyGate>): boolean =>
+  match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))
+
+/** 413 for a declared body over the route's limit. */
+const bodySizeError = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): Errors.ApiError | undefined => {
+  const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
+  const length = Number(headerOf(headers, "content-length") ?? "0")
+  return length > limit
+    ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+    : undefined
 }
 
 const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) => {

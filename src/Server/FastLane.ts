@@ -11,6 +11,13 @@
  * middleware chain and response encoding (about 100 µs of CPU per request
  * here, README benchmarks). Bodies without Content-Length (chunked) take the
  * HttpApi path, which drains an oversized one before answering 413.
+ *
+ * On SQLite, a verify without an Authorization header runs without a fiber
+ * (`verifyNow`): the same steps through the same functions, called directly,
+ * with the synchronous forms of the two that could wait (`admitRequestNow` for
+ * the public rate limit, AttestationRepo's `findByHashNow` on a read-only
+ * connection). Either may answer UNDECIDED; the request then goes on in a fiber
+ * from that step.
  * test/Http/fastLaneParity.test.ts sends one matrix of requests with the lane
  * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
@@ -19,17 +26,18 @@ import { Cause, Context, Effect, Either, FiberId, FiberRef, FiberRefs, ParseResu
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
-import { attestOne, verifyOne } from "../Attestations/Http.js"
+import { attestOne, verifyAnswer, verifyOne } from "../Attestations/Http.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { Authenticator } from "../Auth/Authenticator.js"
 import { Quota } from "../Auth/Quota.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import type * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { fastLaneRequests, inc } from "../Platform/Metrics.js"
+import { fastLaneRequests, fastLaneSyncAnswers, inc } from "../Platform/Metrics.js"
 import { requestMetas } from "./AccessLog.js"
 import {
   admitRequest,
+  admitRequestNow,
   bodyScanError,
   type EdgeHeaders,
   edgeHeaders,
@@ -44,6 +52,8 @@ import {
 } from "./Edge.js"
 import { errorParts } from "../Http/Envelope.js"
 import { RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
+import { BodyGates } from "../Http/BodyGates.js"
+import { UNDECIDED } from "../Domain/Undecided.js"
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -76,13 +86,16 @@ const decodeJson = <A, I>(schema: Schema.Schema<A, I>): (text: string) => Either
 const decodeAttest = decodeJson(AttestPayload)
 const decodeVerify = decodeJson(VerifyPayload)
 
+/** Reads a request's body as UTF-8 text, then calls `done` with it, or with undefined when the stream fails. */
+const readBodyThen = (req: IncomingMessage, done: (text: string | undefined) => void): void => {
+  const chunks: Array<Buffer> = []
+  req.on("data", (c: Buffer) => chunks.push(c))
+  req.on("end", () => done(Buffer.concat(chunks).toString("utf8")))
+  req.on("error", () => done(undefined))
+}
+
 const readBody = (req: IncomingMessage): Effect.Effect<string, Errors.ValidationError> =>
-  Effect.async((resume) => {
-    const chunks: Array<Buffer> = []
-    req.on("data", (c: Buffer) => chunks.push(c))
-    req.on("end", () => resume(Effect.succeed(Buffer.concat(chunks).toString("utf8"))))
-    req.on("error", () => resume(Effect.fail(INVALID_JSON())))
-  })
+  Effect.async((resume) => readBodyThen(req, (text) => resume(text === undefined ? Effect.fail(INVALID_JSON()) : Effect.succeed(text))))
 
 /** The fast lane's table, over the same services as the HttpApi handlers. */
 export const makeFastRoutes = Effect.gen(function*() {
@@ -100,6 +113,11 @@ export const makeFastRoutes = Effect.gen(function*() {
   const fiberRefs = FiberRefs.updateAs(runtime.fiberRefs, { fiberId: FiberId.none, fiberRef: FiberRef.currentTracerEnabled, value: false })
   const runForkWith = (meta: RequestMetaShape) =>
     Runtime.runFork(Runtime.make({ context: Context.add(services, RequestMeta, meta), fiberRefs, runtimeFlags: runtime.runtimeFlags }))
+  // What the synchronous verify below reads without a fiber: the runtime's clock (a
+  // TestClock in tests that provide one), the rate limiter and the body gates.
+  const clock = yield* Effect.clock
+  const limiter = Context.get(runtime.context, RateLimiter)
+  const gates = yield* BodyGates
 
   const write = (res: ServerResponse, reply: Reply, extra: Record<string, string>) => {
     if (res.writableEnded || res.destroyed) return
@@ -112,58 +130,123 @@ export const makeFastRoutes = Effect.gen(function*() {
     })
     res.end(text)
   }
+  /** Writes an answer with the edge's headers (the request id; the rate limit's unless the answer has its own). */
+  const answer = (res: ServerResponse, meta: RequestMetaShape, reply: Reply) =>
+    write(res, reply, edgeHeaders(meta, reply.headers?.["x-ratelimit-limit"] !== undefined))
 
-  const entry = (route: Route): NodeHandler => (req, res) => {
-    const url = req.url ?? "/"
-    const headers = req.headers as EdgeHeaders
+  /** A request as it arrives: counted, its meta made and kept for the access log. */
+  const arrive = (req: IncomingMessage): RequestMetaShape => {
     inc(fastLaneRequests, {})
-    const meta = requestMetaOf(config, url, req.socket.remoteAddress, headers)
+    const meta = requestMetaOf(config, req.url ?? "/", req.socket.remoteAddress, req.headers as EdgeHeaders)
     requestMetas.set(req, meta)
-    // Combinators rather than Effect.gen: this runs for every request, and a generator's
-    // steps cost more than the flatMaps they stand for (BENCH_ONLY=instructions).
-    const program = admitRequest(config, req.method ?? "POST", url, headers, meta).pipe(
-      Effect.flatMap((refused) => refused ? Effect.fail(refused) : readBody(req)),
-      Effect.flatMap((text) => {
-        const bad = bodyScanError(text)
-        return bad ? Effect.fail(bad) : route(text, headers)
-      }),
+    return meta
+  }
+
+  /** Runs a request's program in its own fiber, failures mapped to the envelope; a client that goes away interrupts it. */
+  const fork = (res: ServerResponse, meta: RequestMetaShape, program: Effect.Effect<Reply, unknown, RequestMeta | RateLimiter | Authenticator>) => {
+    const fiber = runForkWith(meta)(program.pipe(
       Effect.catchAllCause((cause): Effect.Effect<Reply, never, RequestMeta> =>
         Cause.isInterruptedOnly(cause) ? Effect.failCause(Cause.stripFailures(cause)) : Effect.map(failureError(cause, []), errorParts)
       ),
-      Effect.tap((reply) =>
-        Effect.sync(() => write(res, reply, edgeHeaders(meta, reply.headers?.["x-ratelimit-limit"] !== undefined)))
-      )
-    )
-    const fiber = runForkWith(meta)(program)
+      Effect.tap((reply) => Effect.sync(() => answer(res, meta, reply)))
+    ))
     // As the HttpApi handler does: a client that goes away interrupts the request.
     res.on("close", () => {
       if (!res.writableEnded) fiber.unsafeInterruptAsFork(HttpServerError.clientAbortFiberId)
     })
   }
 
-  const routes: FastRoutes = {
-    "POST /attest": entry((text, headers) =>
-      Effect.flatMap(RequestMeta, (meta) => {
-        // admitRequest authenticated the key and checked the attest scope before the body was read
-        const principal = meta.principal !== undefined
-          ? Effect.succeed(meta.principal)
-          : auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim())
-        return Effect.flatMap(principal, (principal) => {
-          const payload = decodeAttest(text)
-          return Either.isLeft(payload)
-            ? Effect.fail(payload.left)
-            : attestOne(attestor, quota, payload.right, principal)
-        })
-      })),
-    "POST /verify": entry((text, headers) => {
-      const payload = decodeVerify(text)
-      if (Either.isLeft(payload)) return Effect.fail(payload.left)
-      return Effect.flatMap(auth.optionalKey(headerOf(headers, "authorization")), (key) =>
-        Effect.map(
-          verifyOne(repo, payload.right.hash_hex, key._tag === "Some" ? key.value.id : undefined),
-          (body): Reply => ({ status: 200, body })
-        ))
+  /** What follows the body: its scan for U+0000 and depth, then the route. */
+  const afterBody = (route: Route, headers: EdgeHeaders) => (text: string): Effect.Effect<Reply, unknown, RequestMeta> => {
+    const bad = bodyScanError(text)
+    return bad ? Effect.fail(bad) : route(text, headers)
+  }
+
+  /** A request's whole program: admission, the body, the route. */
+  const program = (req: IncomingMessage, meta: RequestMetaShape, route: Route) => {
+    const url = req.url ?? "/"
+    const headers = req.headers as EdgeHeaders
+    // Combinators rather than Effect.gen: this runs for every request, and a generator's
+    // steps cost more than the flatMaps they stand for (BENCH_ONLY=instructions).
+    return admitRequest(config, req.method ?? "POST", url, headers, meta).pipe(
+      Effect.flatMap((refused) => refused ? Effect.fail(refused) : readBody(req)),
+      Effect.flatMap(afterBody(route, headers))
+    )
+  }
+
+  const entry = (route: Route): NodeHandler => (req, res) => {
+    const meta = arrive(req)
+    fork(res, meta, program(req, meta, route))
+  }
+
+  const attestRoute: Route = (text, headers) =>
+    Effect.flatMap(RequestMeta, (meta) => {
+      // admitRequest authenticated the key and checked the attest scope before the body was read
+      const principal = meta.principal !== undefined
+        ? Effect.succeed(meta.principal)
+        : auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim())
+      return Effect.flatMap(principal, (principal) => {
+        const payload = decodeAttest(text)
+        return Either.isLeft(payload)
+          ? Effect.fail(payload.left)
+          : attestOne(attestor, quota, payload.right, principal)
+      })
     })
+
+  const verifyRoute: Route = (text, headers) => {
+    const payload = decodeVerify(text)
+    if (Either.isLeft(payload)) return Effect.fail(payload.left)
+    return Effect.flatMap(auth.optionalKey(headerOf(headers, "authorization")), (key) =>
+      Effect.map(
+        verifyOne(repo, payload.right.hash_hex, key._tag === "Some" ? key.value.id : undefined),
+        (body): Reply => ({ status: 200, body })
+      ))
+  }
+
+  /**
+   * POST /verify without a fiber, when each step can be decided at once: no
+   * Authorization header (a key may need a lookup), a SQLite reader
+   * (AttestationRepo's findByHashNow) and a rate limiter that decides now. The
+   * same steps as `program` over `verifyRoute`, through the same functions,
+   * called directly. A step that answers UNDECIDED has changed nothing: the
+   * request goes on in a fiber from that step (admission, or the route after the
+   * body), so nothing is counted twice. About half a verify's CPU is the fiber
+   * and its steps (README, Performance).
+   */
+  const verifyNow = (findNow: NonNullable<typeof repo.findByHashNow>): NodeHandler => (req, res) => {
+    const headers = req.headers as EdgeHeaders
+    if (headerOf(headers, "authorization") !== undefined) return verifyEntry(req, res)
+    const meta = arrive(req)
+    const url = req.url ?? "/"
+    const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", url, headers, meta, clock.unsafeCurrentTimeMillis())
+    if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, verifyRoute))
+    const done = (reply: Reply) => {
+      inc(fastLaneSyncAnswers, {})
+      answer(res, meta, reply)
+    }
+    if (admitted !== undefined) return done(errorParts(admitted))
+    readBodyThen(req, (text) => {
+      if (text === undefined) return done(errorParts(INVALID_JSON()))
+      const bad = bodyScanError(text)
+      if (bad) return done(errorParts(bad))
+      const payload = decodeVerify(text)
+      if (Either.isLeft(payload)) return done(errorParts(payload.left))
+      let status: ReturnType<typeof findNow>
+      try {
+        status = findNow(payload.right.hash_hex)
+      } catch (e) {
+        // a defect, mapped and logged as the fiber's would be
+        return fork(res, meta, Effect.die(e))
+      }
+      if (status === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
+      done({ status: 200, body: verifyAnswer(payload.right.hash_hex, status, undefined, clock.unsafeCurrentTimeMillis()) })
+    })
+  }
+
+  const verifyEntry = entry(verifyRoute)
+  const routes: FastRoutes = {
+    "POST /attest": entry(attestRoute),
+    "POST /verify": repo.findByHashNow !== undefined ? verifyNow(repo.findByHashNow) : verifyEntry
   }
   return routes
 })

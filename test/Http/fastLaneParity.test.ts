@@ -9,7 +9,10 @@
  * (ids, times, signatures, the demo signing key) are compared by shape.
  *
  * Positive control: the lane's own counter moves on the lane-on server for
- * every request it should take, and never on the other two.
+ * every request it should take, and never on the other two. On SQLite, the
+ * verifies without an Authorization header are answered without a fiber
+ * (FastLane.ts verifyNow): its counter moves for exactly those, and never on
+ * Postgres, which has no synchronous read.
  */
 import { ConfigProvider, Effect, Either, ManagedRuntime, Metric, Option } from "effect"
 import http from "node:http"
@@ -18,7 +21,7 @@ import { HttpServer } from "@effect/platform"
 import { makeDrainer } from "../../src/Server/Drain.js"
 import { NodeServerLive, noFastRoutes } from "../../src/Server/Server.js"
 import { appConfig } from "../../src/Platform/Config.js"
-import { fastLaneRequests } from "../../src/Platform/Metrics.js"
+import { fastLaneRequests, fastLaneSyncAnswers } from "../../src/Platform/Metrics.js"
 import { dialects } from "../helpers/databases.js"
 import { randomHash, startTestServer, type TestServer } from "../helpers/server.js"
 
@@ -33,6 +36,9 @@ interface Request {
   /** Whether the lane should take it (when on). */
   readonly fast: boolean
 }
+
+/** Whether the lane answers it without a fiber on SQLite: a verify it takes, without an Authorization header. */
+const answeredSync = (r: Request): boolean => r.fast && r.key === undefined && /\/verify$/.test(r.path.split("?")[0]!)
 
 interface Answer {
   readonly status: number
@@ -107,6 +113,7 @@ const maskedHeaders = (headers: Record<string, string>) => {
 }
 
 const laneCount = () => Effect.runSync(Metric.value(fastLaneRequests)).count
+const syncCount = () => Effect.runSync(Metric.value(fastLaneSyncAnswers)).count
 
 const matrix = (): ReadonlyArray<Request> => {
   const h1 = randomHash()
@@ -234,15 +241,22 @@ for (const dialect of await dialects()) {
       let taken = 0
       const statuses = new Set<number>()
       const shown = (r: Request, x: Answer) => ({ row: r.name, status: x.status, headers: maskedHeaders(x.headers), body: masked(x.body) })
+      let sync = 0
       for (const r of rows) {
         const before = laneCount()
+        const syncBefore = syncCount()
         const a = await send(on.server.url, on.keys, r)
         const mid = laneCount()
+        const syncMid = syncCount()
         const b = await send(off.server.url, off.keys, r)
         const c = await send(traced.server.url, traced.keys, r)
         const after = laneCount()
         expect({ row: r.name, lane: mid - before }).toEqual({ row: r.name, lane: r.fast ? 1 : 0 })
         expect({ row: r.name, lane: after - mid }).toEqual({ row: r.name, lane: 0 })
+        const expectSync = dialect === "sqlite" && answeredSync(r) ? 1 : 0
+        expect({ row: r.name, sync: syncMid - syncBefore }).toEqual({ row: r.name, sync: expectSync })
+        expect({ row: r.name, sync: syncCount() - syncMid }).toEqual({ row: r.name, sync: 0 })
+        sync += expectSync
         if (r.fast) taken++
         statuses.add(a.status)
         expect(shown(r, a)).toEqual(shown(r, b))
@@ -251,6 +265,7 @@ for (const dialect of await dialects()) {
       // The matrix reaches every answer it claims to.
       expect([...statuses].sort()).toEqual([200, 201, 400, 401, 403, 413, 429])
       expect(taken).toBeGreaterThan(60)
+      if (dialect === "sqlite") expect(sync).toBeGreaterThan(50)
     }, 120_000)
   })
 }

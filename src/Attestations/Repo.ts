@@ -149,6 +149,12 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       Effect.flatMap(inTransaction, (inTx) => (inTx ? findStatus(hash) : groupRead(hash)))
 
     /**
+     * findByHash outside a transaction for a caller without a fiber: `done` gets the
+     * outcome of the lookup's group read (the fast lane's verify on Postgres).
+     */
+    const findByHashThen = groupRead.enqueue
+
+    /**
      * findByHash, answered synchronously on SQLite's read-only connection
      * (SqliteReader: committed rows only); UNDECIDED while the file is busy.
      * Undefined on Postgres and in memory, where there is no such connection.
@@ -217,6 +223,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     return {
       findByHash,
       findByHashNow,
+      findByHashThen,
       findByHashes,
       findByRef,
       insertIfAbsent,

@@ -299,24 +299,32 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         return verdictOf(limit, second, combined(read, unseen), admitted, windowSeconds)
       })
 
+    /** A hit decided from this instance's view of the key, or undefined when it must take the exact path (nothing counted). */
+    const localHit = (key: string, limit: number, windowSeconds: number, cost: number, second: number): Verdict | undefined => {
+      const v = views.get(key)
+      if (v === undefined || v.window < windowSeconds || v.allowance < cost || performance.now() - v.syncedAt > SQL_LIMITER_FRESH_MS) {
+        return undefined
+      }
+      // read in place (countView), not through a merged list: this runs on every request
+      const count = countView(v, second, windowSeconds)
+      const admitted = count.used + cost <= limit
+      if (!admitted) return verdictFrom(limit, second, count, false, windowSeconds)
+      v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
+      v.allowance -= cost
+      views.delete(key)
+      views.set(key, v) // recency order, for the cap
+      countInto(count, second, cost, second, windowSeconds)
+      return verdictFrom(limit, second, count, true, windowSeconds)
+    }
+
     return {
       hit: (key: string, limit: number, windowSeconds: number = WINDOW_SECONDS, cost: number = 1): Effect.Effect<Verdict> =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const second = Math.floor(now / 1000)
-          const v = views.get(key)
-          if (v === undefined || v.window < windowSeconds || v.allowance < cost || performance.now() - v.syncedAt > SQL_LIMITER_FRESH_MS) {
-            return exact(key, limit, windowSeconds, cost, second)
-          }
-          // read in place (countView), not through a merged list: this runs on every request
-          const count = countView(v, second, windowSeconds)
-          const admitted = count.used + cost <= limit
-          if (!admitted) return Effect.succeed(verdictFrom(limit, second, count, false, windowSeconds))
-          v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
-          v.allowance -= cost
-          views.delete(key)
-          views.set(key, v) // recency order, for the cap
-          countInto(count, second, cost, second, windowSeconds)
-          return Effect.succeed(verdictFrom(limit, second, count, true, windowSeconds))
-        })
+          const local = localHit(key, limit, windowSeconds, cost, second)
+          return local === undefined ? exact(key, limit, windowSeconds, cost, second) : Effect.succeed(local)
+        }),
+      hitNow: (key: string, limit: number, windowSeconds: number, cost: number, nowMillis: number): Verdict | undefined =>
+        localHit(key, limit, windowSeconds, cost, Math.floor(nowMillis / 1000))
     }
   })

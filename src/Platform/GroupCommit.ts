@@ -15,11 +15,20 @@ import { Cause, Effect, Exit, Fiber, FiberId, Runtime, type Scope } from "effect
 
 type Resume<O, E> = (exit: Exit.Exit<O, E>) => void
 
+/**
+ * Submits an item and waits for its outcome in its group. `enqueue` does the same
+ * without a fiber: `resume` is called with the outcome (an interruption when the
+ * group commit closes first), for callers that answer from a node callback.
+ */
+export type GroupCommit<I, O, E> = ((item: I) => Effect.Effect<O, E>) & {
+  readonly enqueue: (item: I, resume: Resume<O, E>) => void
+}
+
 export const makeGroupCommit = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
   readonly maxBatch: number
   readonly workers: number
-}): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
+}): Effect.Effect<GroupCommit<I, O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const waiting: Array<readonly [I, Resume<O, E>]> = []
@@ -73,10 +82,10 @@ export const makeGroupCommit = <I, O, E>(options: {
       })
     )
 
-    return (item: I) =>
-      Effect.async<O, E>((resume) => {
-        if (closed) return resume(Effect.interrupt)
-        waiting.push([item, resume])
-        flushSoon()
-      })
+    const enqueue = (item: I, resume: Resume<O, E>): void => {
+      if (closed) return resume(Exit.interrupt(FiberId.none))
+      waiting.push([item, resume])
+      flushSoon()
+    }
+    return Object.assign((item: I) => Effect.async<O, E>((resume) => enqueue(item, resume)), { enqueue })
   })

@@ -12,17 +12,16 @@
  * here, README benchmarks). Bodies without Content-Length (chunked) take the
  * HttpApi path, which drains an oversized one before answering 413.
  *
- * On SQLite, a verify without an Authorization header runs without a fiber
- * (`verifyNow`): the same steps through the same functions, called directly,
- * with the synchronous forms of the two that could wait (`admitRequestNow` for
- * the public rate limit, AttestationRepo's `findByHashNow` on a read-only
- * connection). Either may answer UNDECIDED; the request then goes on in a fiber
- * from that step.
+ * A verify without an Authorization header runs without a fiber of its own
+ * (`verifyWithoutFiber`): the same steps through the same functions, called
+ * directly, with forms of the two that could wait which answer at once or call
+ * back (`admitRequestNow` for the public rate limit; the lookup on SQLite's
+ * read-only connection, or through the group read's callback on Postgres).
  * test/Http/fastLaneParity.test.ts sends one matrix of requests with the lane
  * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
 import { HttpServerError } from "@effect/platform"
-import { Cause, Context, Effect, Either, FiberId, FiberRef, FiberRefs, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, FiberId, FiberRef, FiberRefs, ParseResult, Runtime, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
@@ -33,7 +32,7 @@ import { Quota } from "../Auth/Quota.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import type * as Errors from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { fastLaneRequests, fastLaneSyncAnswers, inc } from "../Platform/Metrics.js"
+import { fastLaneAnswersWithoutFiber, fastLaneRequests, inc } from "../Platform/Metrics.js"
 import { requestMetas } from "./AccessLog.js"
 import {
   admitRequest,
@@ -53,7 +52,8 @@ import {
 import { errorParts } from "../Http/Envelope.js"
 import { RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 import { BodyGates } from "../Http/BodyGates.js"
-import { UNDECIDED } from "../Domain/Undecided.js"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
+import type { AttestationStatus } from "../Attestations/Domain.js"
 
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
 
@@ -204,16 +204,19 @@ export const makeFastRoutes = Effect.gen(function*() {
   }
 
   /**
-   * POST /verify without a fiber, when each step can be decided at once: no
-   * Authorization header (a key may need a lookup), a SQLite reader
-   * (AttestationRepo's findByHashNow) and a rate limiter that decides now. The
-   * same steps as `program` over `verifyRoute`, through the same functions,
-   * called directly. A step that answers UNDECIDED has changed nothing: the
-   * request goes on in a fiber from that step (admission, or the route after the
-   * body), so nothing is counted twice. About half a verify's CPU is the fiber
-   * and its steps (README, Performance).
+   * POST /verify without a fiber of its own, for a request without an
+   * Authorization header (a key may need a lookup): the same steps as `program`
+   * over `verifyRoute`, through the same functions, called directly. The two
+   * that could wait have forms that answer at once or call back:
+   * `admitRequestNow` (the public limit through RateLimiter's hitNow) and the
+   * lookup, synchronous on SQLite's read-only connection (findByHashNow), else
+   * through the group read's callback (findByHashThen; one fiber per group, not
+   * per request). A step that answers UNDECIDED has changed nothing: the request
+   * goes on in a fiber from that step (admission, or the route after the body),
+   * so nothing is counted twice. About half a verify's CPU was its fiber and
+   * steps (README, Performance).
    */
-  const verifyNow = (findNow: NonNullable<typeof repo.findByHashNow>): NodeHandler => (req, res) => {
+  const verifyWithoutFiber: NodeHandler = (req, res) => {
     const headers = req.headers as EdgeHeaders
     if (headerOf(headers, "authorization") !== undefined) return verifyEntry(req, res)
     const meta = arrive(req)
@@ -221,7 +224,7 @@ export const makeFastRoutes = Effect.gen(function*() {
     const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", url, headers, meta, clock.unsafeCurrentTimeMillis())
     if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, verifyRoute))
     const done = (reply: Reply) => {
-      inc(fastLaneSyncAnswers, {})
+      inc(fastLaneAnswersWithoutFiber, {})
       answer(res, meta, reply)
     }
     if (admitted !== undefined) return done(errorParts(admitted))
@@ -231,22 +234,35 @@ export const makeFastRoutes = Effect.gen(function*() {
       if (bad) return done(errorParts(bad))
       const payload = decodeVerify(text)
       if (Either.isLeft(payload)) return done(errorParts(payload.left))
-      let status: ReturnType<typeof findNow>
+      const hash = payload.right.hash_hex
+      const found = (status: AttestationStatus | undefined) =>
+        done({ status: 200, body: verifyAnswer(hash, status, undefined, clock.unsafeCurrentTimeMillis()) })
+      if (findNow === undefined) {
+        return findThen(hash, (exit) => {
+          if (Exit.isSuccess(exit)) return found(exit.value)
+          // Closing: no answer, as for a fiber the shutdown interrupts.
+          if (Cause.isInterruptedOnly(exit.cause)) return
+          // A store failure is a defect here, as verifyOne's orDie makes it: logged and mapped by the fiber's steps.
+          fork(res, meta, Effect.orDie(Effect.failCause(exit.cause)))
+        })
+      }
+      let status: AttestationStatus | undefined | Undecided
       try {
-        status = findNow(payload.right.hash_hex)
+        status = findNow(hash)
       } catch (e) {
-        // a defect, mapped and logged as the fiber's would be
         return fork(res, meta, Effect.die(e))
       }
       if (status === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
-      done({ status: 200, body: verifyAnswer(payload.right.hash_hex, status, undefined, clock.unsafeCurrentTimeMillis()) })
+      found(status)
     })
   }
+  const findNow = repo.findByHashNow
+  const findThen = repo.findByHashThen
 
   const verifyEntry = entry(verifyRoute)
   const routes: FastRoutes = {
     "POST /attest": entry(attestRoute),
-    "POST /verify": repo.findByHashNow !== undefined ? verifyNow(repo.findByHashNow) : verifyEntry
+    "POST /verify": verifyWithoutFiber
   }
   return routes
 })

@@ -32,7 +32,7 @@ export class SqliteReader extends Context.Reference<SqliteReader>()("Platform/Sq
             Effect.sync(() => new Database(file, { readonly: true, fileMustExist: true, timeout: 0 })),
             (db) => Effect.sync(() => db.close())
           ),
-          readerOf
+          readerOn
         ))
   )
 }
@@ -40,7 +40,8 @@ export class SqliteReader extends Context.Reference<SqliteReader>()("Platform/Sq
 const isBusy = (e: unknown): boolean =>
   typeof e === "object" && e !== null && "code" in e && (e.code === "SQLITE_BUSY" || e.code === "SQLITE_LOCKED")
 
-const readerOf = (db: Database): SqliteReaderShape => {
+/** The reader over an open connection (exported for its test). */
+export const readerOn = (db: Database): SqliteReaderShape => {
   // Prepared on first use: the tables exist only once migrations have run.
   const statements = new Map<string, ReturnType<Database["prepare"]>>()
   return {

@@ -58,6 +58,39 @@ describe("group commit", () => {
     expect(most).toBe(2)
   })
 
+  it("enqueue: a callback gets its item's own outcome, in the same groups as the fibers' items; after closing, an interruption", async () => {
+    const batches: Array<ReadonlyArray<number>> = []
+    const result = await Effect.runPromise(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const group = yield* Scope.extend(makeGroupCommit<number, number, string>({
+        process: (items) => {
+          batches.push([...items])
+          return items.includes(-1) ? Effect.fail("bad item") : Effect.succeed(items.map((n) => n * 2))
+        },
+        maxBatch: 64,
+        workers: 1
+      }), scope)
+      const called: Array<Exit.Exit<number, string>> = []
+      const three = new Promise<void>((resolve) => {
+        const callback = (exit: Exit.Exit<number, string>) => {
+          called.push(exit)
+          if (called.length === 3) resolve()
+        }
+        for (const n of [1, -1, 2]) group.enqueue(n, callback)
+      })
+      const viaFiber = yield* group(3)
+      yield* Effect.promise(() => three)
+      yield* Scope.close(scope, Exit.void)
+      const afterClose = yield* Effect.async<Exit.Exit<number, string>>((resume) => group.enqueue(4, (exit) => resume(Effect.succeed(exit))))
+      return { called, viaFiber, afterClose }
+    }))
+    // one group of four; it failed, so each item was retried alone and answered with its own outcome
+    expect(batches).toEqual([[1, -1, 2, 3], [1], [-1], [2], [3]])
+    expect(result.called).toEqual([Exit.succeed(2), Exit.fail("bad item"), Exit.succeed(4)])
+    expect(result.viaFiber).toBe(6)
+    expect(Exit.isInterrupted(result.afterClose)).toBe(true)
+  })
+
   it("closing waits for the batch under way and interrupts the requests that have not joined one", async () => {
     const events: Array<string> = []
     await Effect.runPromise(Effect.gen(function*() {

@@ -53,11 +53,9 @@ const rowsDecoder = <A, I, R>(row: Schema.Schema<A, I, R>) => {
  */
 export const renamingRowsDecoder = <A, I, R>(
   row: Schema.Schema<A, I, R>
-): ((u: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError, R>) | undefined => {
-  // An Either is an Effect: the rows are decoded synchronously either way.
-  const decode = renamingRowsDecoderEither(row as Schema.Schema<A, I, never>)
-  return decode
-}
+): ((u: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError, R>) | undefined =>
+  // An Either is an Effect: row schemas have no requirements, so the rows decode synchronously.
+  renamingRowsDecoderEither(row as Schema.Schema<A, I, never>)
 
 /** renamingRowsDecoder's decoder as a synchronous function (row schemas have no effects of their own). */
 const renamingRowsDecoderEither = <A, I>(

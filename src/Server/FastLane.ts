@@ -203,6 +203,10 @@ export const makeFastRoutes = Effect.gen(function*() {
       ))
   }
 
+  const verifyEntry = entry(verifyRoute)
+  const findNow = repo.findByHashNow
+  const findThen = repo.findByHashThen
+
   /**
    * POST /verify without a fiber of its own, for a request without an
    * Authorization header (a key may need a lookup): the same steps as `program`
@@ -256,10 +260,6 @@ export const makeFastRoutes = Effect.gen(function*() {
       found(status)
     })
   }
-  const findNow = repo.findByHashNow
-  const findThen = repo.findByHashThen
-
-  const verifyEntry = entry(verifyRoute)
   const routes: FastRoutes = {
     "POST /attest": entry(attestRoute),
     "POST /verify": verifyWithoutFiber

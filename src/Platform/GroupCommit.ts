@@ -18,7 +18,9 @@ type Resume<O, E> = (exit: Exit.Exit<O, E>) => void
 /**
  * Submits an item and waits for its outcome in its group. `enqueue` does the same
  * without a fiber: `resume` is called with the outcome (an interruption when the
- * group commit closes first), for callers that answer from a node callback.
+ * group commit closes first), for callers that answer from a node callback. It is
+ * called inside the group's batch, before the group's other items are resumed:
+ * it must not throw.
  */
 export type GroupCommit<I, O, E> = ((item: I) => Effect.Effect<O, E>) & {
   readonly enqueue: (item: I, resume: Resume<O, E>) => void

@@ -242,12 +242,18 @@ export const makeFastRoutes = Effect.gen(function*() {
       const found = (status: AttestationStatus | undefined) =>
         done({ status: 200, body: verifyAnswer(hash, status, undefined, clock.unsafeCurrentTimeMillis()) })
       if (findNow === undefined) {
+        // The callback runs inside the group's batch, which resumes the group's other requests
+        // after it: it must not throw.
         return findThen(hash, (exit) => {
-          if (Exit.isSuccess(exit)) return found(exit.value)
           // Closing: no answer, as for a fiber the shutdown interrupts.
-          if (Cause.isInterruptedOnly(exit.cause)) return
-          // A store failure is a defect here, as verifyOne's orDie makes it: logged and mapped by the fiber's steps.
-          fork(res, meta, Effect.orDie(Effect.failCause(exit.cause)))
+          if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
+          try {
+            if (Exit.isSuccess(exit)) found(exit.value)
+            // A store failure is a defect here, as verifyOne's orDie makes it: logged and mapped by the fiber's steps.
+            else fork(res, meta, Effect.orDie(Effect.failCause(exit.cause)))
+          } catch (e) {
+            fork(res, meta, Effect.die(e))
+          }
         })
       }
       let status: AttestationStatus | undefined | Undecided

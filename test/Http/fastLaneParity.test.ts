@@ -17,6 +17,7 @@ import { ConfigProvider, Effect, Either, ManagedRuntime, Metric, Option } from "
 import http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { HttpServer } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
 import { makeDrainer } from "../../src/Server/Drain.js"
 import { NodeServerLive, noFastRoutes } from "../../src/Server/Server.js"
 import { appConfig } from "../../src/Platform/Config.js"
@@ -253,6 +254,38 @@ for (const dialect of await dialects()) {
         // with a key, the verify takes its fiber
         await send(server.url, { good: key }, { name: "verify", path: "/v1/verify", key: "good", body: JSON.stringify({ hash_hex: hash }), fast: true })
         expect(syncCount() - before).toBe(3)
+      } finally {
+        await server.close()
+      }
+    })
+
+    it("answers a store failure as the fiber does: 500 INTERNAL_ERROR in the envelope, with and without a fiber", async () => {
+      const server = await startTestServer(dialect, { fastLane: true, publicRateLimit: Option.none() })
+      try {
+        const key = (await server.createKey()).key
+        const rename = (from: string, to: string) =>
+          server.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`ALTER TABLE ${from} RENAME TO ${to}`)))
+        await rename("attestations", "attestations_away")
+        try {
+          const before = syncCount()
+          const body = JSON.stringify({ hash_hex: randomHash() })
+          const without = await send(server.url, {}, { name: "verify", path: "/v1/verify", body, fast: true })
+          const withKey = await send(server.url, { good: key }, { name: "verify", path: "/v1/verify", key: "good", body, fast: true })
+          expect(syncCount() - before).toBe(0)
+          for (const answer of [without, withKey]) {
+            expect(answer.status).toBe(500)
+            expect(answer.body).toEqual({
+              error: true,
+              code: "INTERNAL_ERROR",
+              message: "internal error; quote the X-Request-Id when reporting it",
+              details: null
+            })
+          }
+        } finally {
+          await rename("attestations_away", "attestations")
+        }
+        const found = await send(server.url, {}, { name: "verify", path: "/v1/verify", body: JSON.stringify({ hash_hex: randomHash() }), fast: true })
+        expect(found.status).toBe(200)
       } finally {
         await server.close()
       }

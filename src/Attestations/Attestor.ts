@@ -155,7 +155,9 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const submit = yield* makeGroupCommit({ process, maxBatch: 64, workers: isPg ? 2 : 1 })
 
     return {
-      attest: (input: AttestInput) => submit(input)
+      attest: (input: AttestInput) => submit(input),
+      /** attest without a fiber: `done` gets the outcome from the group's batch (it must not throw; GroupCommit). */
+      attestThen: submit.enqueue
     }
   }),
   dependencies: [AttestationRepo.Default, Signer.Default]

@@ -7,15 +7,19 @@ import { EXTRA_DATA_MAX_BYTES } from "./Domain.js"
  * (spec 2.4): any JSON object is accepted, stored and returned exactly as sent;
  * our helpers' `{alg, iv, ciphertext}` layout is a recommendation, not a rule.
  */
-export const checkExtraData = (extraData: unknown, _clientEncrypted: boolean): Effect.Effect<void, ValidationError> => {
-  if (extraData === null || extraData === undefined) return Effect.void
+export const checkExtraData = (extraData: unknown, clientEncrypted: boolean): Effect.Effect<void, ValidationError> => {
+  const refused = extraDataError(extraData, clientEncrypted)
+  return refused ? Effect.fail(refused) : Effect.void
+}
+
+/** checkExtraData's refusal, synchronously: undefined when the extra data is fine. */
+export const extraDataError = (extraData: unknown, _clientEncrypted: boolean): ValidationError | undefined => {
+  if (extraData === null || extraData === undefined) return undefined
   const size = Buffer.byteLength(JSON.stringify(extraData), "utf8")
   return size > EXTRA_DATA_MAX_BYTES
-    ? Effect.fail(
-      new ValidationError({
-        message: `extra_data must be at most ${EXTRA_DATA_MAX_BYTES} bytes of JSON`,
-        details: [{ path: ["extra_data"], message: `${size} bytes` }]
-      })
-    )
-    : Effect.void
+    ? new ValidationError({
+      message: `extra_data must be at most ${EXTRA_DATA_MAX_BYTES} bytes of JSON`,
+      details: [{ path: ["extra_data"], message: `${size} bytes` }]
+    })
+    : undefined
 }

@@ -1,6 +1,6 @@
 /** Handlers for attest, verify and lookup. */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, Option } from "effect"
+import { Clock, Effect, Either, Option } from "effect"
 import { Authenticator } from "../Auth/Authenticator.js"
 import { keyWithScope, requireAnyScope } from "../Auth/Http.js"
 import { CurrentPrincipal, type Principal } from "../Auth/Api.js"
@@ -10,17 +10,17 @@ import { chargePublic } from "../Auth/PublicLimit.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { currentRequestMeta } from "../Auth/RequestMeta.js"
 import { AppConfig } from "../Platform/Config.js"
-import { AuthError } from "../Domain/Errors.js"
+import { AuthError, type Forbidden, type ValidationError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
-import { type Attested, Attestor } from "./Attestor.js"
+import { type AttestInput, type Attested, Attestor } from "./Attestor.js"
 import { type Attestation, type AttestationStatus, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
 import type { AttestPayload, VerifyResponse } from "./Api.js"
 import { Evidence } from "./Evidence.js"
 import type { HashHex } from "../Domain/HashHex.js"
-import { checkExtraData } from "./ExtraData.js"
+import { checkExtraData, extraDataError } from "./ExtraData.js"
 import { findAttestation } from "./Find.js"
 
 const itemOf = (a: Attested) => ({
@@ -64,20 +64,34 @@ export const attestOne = (
   principal: Principal
 ) =>
   // Combinators rather than Effect.gen: every attest runs this (README, Performance).
-  Effect.flatMap(keyWithScope(principal, "attest"), (key) => {
+  Effect.flatMap(attestInputOf(payload, principal), (input) =>
+    quota.consume(input.key, 1).pipe(
+      Effect.zipRight(attestor.attest(input)),
+      Effect.map(([result]) => attestReply(result!))
+    ))
+
+/**
+ * What attestOne checks before it counts anything, synchronously: the key must hold
+ * `attest` (403) and the extra data fit (400). The attest's input, or the refusal.
+ */
+export const attestInputOf = (
+  payload: typeof AttestPayload.Type,
+  principal: Principal
+): Either.Either<AttestInput, Forbidden | ValidationError> =>
+  Either.flatMap(keyWithScope(principal, "attest"), (key) => {
     const clientEncrypted = payload.client_encrypted ?? false
-    return checkExtraData(payload.extra_data, clientEncrypted).pipe(
-      Effect.zipRight(quota.consume(key, 1)),
-      Effect.zipRight(attestor.attest({
-        key,
-        hashes: [payload.hash_hex],
-        source: payload.source ?? null,
-        extraData: payload.extra_data ?? null,
-        clientEncrypted
-      })),
-      Effect.map(([result]) => ({ status: result!.created ? 201 : 200, body: itemOf(result!) }))
-    )
+    const refused = extraDataError(payload.extra_data, clientEncrypted)
+    return refused ? Either.left(refused) : Either.right({
+      key,
+      hashes: [payload.hash_hex],
+      source: payload.source ?? null,
+      extraData: payload.extra_data ?? null,
+      clientEncrypted
+    })
   })
+
+/** The answer to an attest of one digest: 201 when this request created its attestation, else 200. */
+export const attestReply = (result: Attested) => ({ status: result.created ? 201 : 200, body: itemOf(result) })
 
 /**
  * The answer to a verify of `hashHex`: its attestation's status, and `source` when the

@@ -5,12 +5,13 @@
 import { Clock, Effect, Option } from "effect"
 import { AuthError, Forbidden, RateLimited } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { currentRequestMeta } from "./RequestMeta.js"
+import { currentRequestMeta, type RequestMetaShape } from "./RequestMeta.js"
 import type { Principal } from "./Api.js"
 import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain.js"
-import { RateLimiter } from "./RateLimiter.js"
+import { RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { chargePublic } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
@@ -25,6 +26,21 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
     const config = yield* AppConfig
     const limiter = yield* RateLimiter
 
+    /** 403 for a key restricted to another environment or to other addresses, else undefined. */
+    const keyRefusal = (key: ApiKey, clientIp: string): Forbidden | undefined => {
+      if (key.env !== null && key.env !== config.environment) {
+        return new Forbidden({ message: `this key is restricted to the ${key.env} environment; this server is ${config.environment}` })
+      }
+      if (key.allowIps !== null && key.allowIps.length > 0 && !ipAllowed(key.allowIps, clientIp)) {
+        return new Forbidden({ message: `requests from ${clientIp || "this address"} are not allowed for this key` })
+      }
+      return undefined
+    }
+
+    /** Whether a stored key answers the presented secret's hash: found, the same digest, not revoked. */
+    const keyMatches = (key: ApiKey | undefined, hash: string): key is ApiKey =>
+      key !== undefined && digestsEqual(key.keyHash, hash) && key.revokedAt === null
+
     /** Resolves a presented API key, or fails with 401; checks env and allowlist (403). */
     // Key resolution and admission run on every keyed request: combinators rather
     // than Effect.gen, whose steps cost more (README, Performance).
@@ -32,20 +48,23 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       if (!API_KEY_PATTERN.test(presented)) return Effect.fail(invalidKey)
       const hash = hashSecret(presented)
       return Effect.flatMap(Effect.orDie(repo.findByHash(hash)), (key): Effect.Effect<ApiKey, AuthError | Forbidden> => {
-        if (!key || !digestsEqual(key.keyHash, hash) || key.revokedAt !== null) return Effect.fail(invalidKey)
-        if (key.env !== null && key.env !== config.environment) {
-          return Effect.fail(
-            new Forbidden({ message: `this key is restricted to the ${key.env} environment; this server is ${config.environment}` })
-          )
-        }
-        if (key.allowIps !== null && key.allowIps.length > 0) {
-          const allowIps = key.allowIps
-          return Effect.flatMap(currentRequestMeta, (meta) =>
-            ipAllowed(allowIps, meta.clientIp)
-              ? Effect.succeed(key)
-              : Effect.fail(new Forbidden({ message: `requests from ${meta.clientIp || "this address"} are not allowed for this key` })))
-        }
-        return Effect.succeed(key)
+        if (!keyMatches(key, hash)) return Effect.fail(invalidKey)
+        if (key.env === null && (key.allowIps === null || key.allowIps.length === 0)) return Effect.succeed(key)
+        return Effect.flatMap(currentRequestMeta, (meta) => {
+          const refused = keyRefusal(key, meta.clientIp)
+          return refused ? Effect.fail(refused) : Effect.succeed(key)
+        })
+      })
+    }
+
+    /** Keeps a key's rate-limit verdict for the X-RateLimit-* headers; 429 when it refused. */
+    const keyVerdictRefusal = (verdict: Verdict, meta: RequestMetaShape): RateLimited | undefined => {
+      const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
+      meta.rateLimit = info
+      return verdict.allowed ? undefined : new RateLimited({
+        message: `rate limit of ${verdict.limit} requests per minute exceeded`,
+        details: { limit: verdict.limit, retry_after: verdict.retryAfter },
+        rateLimit: info
       })
     }
 
@@ -53,15 +72,8 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
     const admit = (key: ApiKey): Effect.Effect<void, RateLimited> =>
       Effect.flatMap(limiter.hit(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit), (verdict) =>
         Effect.flatMap(currentRequestMeta, (meta) => {
-          const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-          meta.rateLimit = info
-          return verdict.allowed ? Effect.void : Effect.fail(
-            new RateLimited({
-              message: `rate limit of ${verdict.limit} requests per minute exceeded`,
-              details: { limit: verdict.limit, retry_after: verdict.retryAfter },
-              rateLimit: info
-            })
-          )
+          const refused = keyVerdictRefusal(verdict, meta)
+          return refused ? Effect.fail(refused) : Effect.void
         }))
 
     /** A share token: valid (not expired, revoked or exhausted) or 401; 100 requests/minute per token. */
@@ -111,6 +123,24 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       )
 
     /**
+     * authenticate, decided synchronously at `nowMillis` for an API key this instance
+     * has cached and whose rate limit the limiter decides at once (RateLimiter's
+     * hitNow): the principal, or the key's 429. UNDECIDED, having counted nothing,
+     * otherwise: a key that is not cached, a share token, and any credential that
+     * fails (401/403), whose refusal authenticate also counts against the public limit.
+     */
+    const authenticateNow = (presented: string, meta: RequestMetaShape, nowMillis: number): Principal | RateLimited | Undecided => {
+      if (!API_KEY_PATTERN.test(presented) || limiter.hitNow === undefined) return UNDECIDED
+      const hash = hashSecret(presented)
+      const key = repo.findByHashNow(hash)
+      if (key === UNDECIDED || !keyMatches(key, hash) || keyRefusal(key, meta.clientIp) !== undefined) return UNDECIDED
+      const verdict = limiter.hitNow(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit, WINDOW_SECONDS, 1, nowMillis)
+      if (verdict === undefined) return UNDECIDED
+      if (meta.requestId !== "-") meta.keyId = key.id
+      return keyVerdictRefusal(verdict, meta) ?? { _tag: "ApiKey", key }
+    }
+
+    /**
      * For public endpoints: the caller's key when a valid one is presented, never counted
      * against the key or failed (the request is counted per address by the edge either way).
      */
@@ -121,7 +151,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
         ? noKey
         : resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
 
-    return { authenticate, optionalKey, resolveKey }
+    return { authenticate, authenticateNow, optionalKey, resolveKey }
   }),
   dependencies: [ApiKeyRepo.Default, ShareTokenRepo.Default]
 }) {}

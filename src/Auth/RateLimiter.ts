@@ -33,7 +33,7 @@ export interface Verdict extends RateLimitInfo {
   readonly allowed: boolean
 }
 
-const WINDOW_SECONDS = 60
+export const WINDOW_SECONDS = 60
 
 /** The most keys the in-memory limiter keeps (about 300 bytes each: ~30 MB at most). */
 export const MEMORY_LIMITER_MAX_KEYS = 100_000

@@ -279,11 +279,13 @@ export const admitRequest = (
 
 /**
  * admitRequest decided synchronously at `nowMillis`: the same checks, in the same
- * order, through the same functions, for a request whose route checks nothing
- * before its body (no key, no gate). UNDECIDED, having counted nothing, when a
- * check would have to wait: a route with checks before its body, or a rate
- * limiter that cannot decide now (RateLimiter's hitNow). The fast lane answers
- * a public verify without a fiber through it.
+ * order, through the same functions. A keyed route is decided only for a bearer
+ * credential that `authenticateNow` (the Authenticator's) decides at once.
+ * UNDECIDED, having counted nothing, when a check would have to wait: a gated
+ * route, a key that needs a lookup or fails, a keyed route without a bearer
+ * credential (its 401 is counted against the public limit on the Effect path),
+ * or a rate limiter that cannot decide now (RateLimiter's hitNow). The fast
+ * lane answers without a fiber through it.
  */
 export const admitRequestNow = (
   config: AppConfigShape,
@@ -293,15 +295,29 @@ export const admitRequestNow = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape,
-  nowMillis: number
+  nowMillis: number,
+  authenticateNow?: Authenticator["authenticateNow"]
 ): Errors.ApiError | undefined | Undecided => {
   const match = matchRoute(ROUTES, method, meta.path)
-  if (checksBeforeBody(match, method, gates)) return UNDECIDED
+  if (match !== undefined && carriesBody(method) && gates.has(match.route.id)) return UNDECIDED
+  const authorization = headerOf(headers, "authorization")
+  const keyed = match !== undefined && carriesBody(method) && match.route.keyed
+  if (keyed && (authenticateNow === undefined || authorization === undefined || !authorization.startsWith("Bearer "))) {
+    return UNDECIDED
+  }
   if (chargedPublicly(config, match, headers)) {
     const refused = chargePublicNow(config, limiter, meta, nowMillis)
     if (refused !== undefined) return refused
   }
   if (urlHasNul(url)) return NUL_IN_URL()
+  if (keyed) {
+    const principal = authenticateNow!(bearerToken(authorization), meta, nowMillis)
+    if (principal === UNDECIDED || principal._tag === "RateLimited") return principal
+    meta.principal = principal
+    const scopes = match!.route.scopes
+    const scoped = scopes ? routeScopes(principal, scopes) : undefined
+    if (scoped !== undefined && Either.isLeft(scoped)) return scoped.left
+  }
   return bodySizeError(config, match, headers)
 }
 

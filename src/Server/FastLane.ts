@@ -12,11 +12,14 @@
  * here, README benchmarks). Bodies without Content-Length (chunked) take the
  * HttpApi path, which drains an oversized one before answering 413.
  *
- * A verify without an Authorization header runs without a fiber of its own
- * (`verifyWithoutFiber`): the same steps through the same functions, called
- * directly, with forms of the two that could wait which answer at once or call
- * back (`admitRequestNow` for the public rate limit; the lookup on SQLite's
- * read-only connection, or through the group read's callback on Postgres).
+ * A verify without an Authorization header, and an attest with a key this
+ * instance has cached, run without a fiber of their own (`verifyWithoutFiber`,
+ * `attestWithoutFiber`): the same steps through the same functions, called
+ * directly, with forms of those that could wait which answer at once or call
+ * back (`admitRequestNow` for the rate limits and the key; the lookup on
+ * SQLite's read-only connection or through the group read's callback; the
+ * attest through the group commit's callback). What cannot be decided at once
+ * goes on in a fiber from that step.
  * test/Http/fastLaneParity.test.ts sends one matrix of requests with the lane
  * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
@@ -25,7 +28,7 @@ import { Cause, Context, Effect, Either, Exit, FiberId, FiberRef, FiberRefs, Par
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
-import { attestOne, verifyAnswer, verifyOne } from "../Attestations/Http.js"
+import { attestInputOf, attestOne, attestReply, verifyAnswer, verifyOne } from "../Attestations/Http.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { Authenticator } from "../Auth/Authenticator.js"
 import { Quota } from "../Auth/Quota.js"
@@ -266,8 +269,56 @@ export const makeFastRoutes = Effect.gen(function*() {
       found(status)
     })
   }
+  /**
+   * POST /attest without a fiber of its own, as `verifyWithoutFiber` answers a verify:
+   * the same steps as `program` over `attestRoute` (admission with the key's
+   * authentication, rate limit and scope; the body; the payload; attestOne's checks,
+   * `attestInputOf`, and its quota), then the attest through the group commit's
+   * callback (Attestor's attestThen: one fiber per group, none per request). Decided at
+   * once for a key this instance has cached, without a monthly quota, whose limit the
+   * limiter decides now; otherwise the request goes on in a fiber from the step that
+   * cannot decide (admission, or attestOne after the body), having counted nothing.
+   */
+  const attestWithoutFiber: NodeHandler = (req, res) => {
+    const headers = req.headers as EdgeHeaders
+    const meta = arrive(req)
+    const now = clock.unsafeCurrentTimeMillis()
+    const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", req.url ?? "/", headers, meta, now, auth.authenticateNow)
+    if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, attestRoute))
+    const done = (reply: Reply) => {
+      inc(fastLaneAnswersWithoutFiber, {})
+      answer(res, meta, reply)
+    }
+    if (admitted !== undefined) return done(errorParts(admitted))
+    // admitRequestNow authenticated the key and checked the attest scope before the body was read
+    const principal = meta.principal!
+    readBodyThen(req, (text) => {
+      if (text === undefined) return done(errorParts(INVALID_JSON()))
+      const bad = bodyScanError(text)
+      if (bad) return done(errorParts(bad))
+      const payload = decodeAttest(text)
+      if (Either.isLeft(payload)) return done(errorParts(payload.left))
+      const input = attestInputOf(payload.right, principal)
+      if (Either.isLeft(input)) return done(errorParts(input.left))
+      if (quota.consumeNow(input.right.key, 1) === UNDECIDED) {
+        return fork(res, meta, attestOne(attestor, quota, payload.right, principal))
+      }
+      attestor.attestThen(input.right, (exit) => {
+        // Closing: no answer, as for a fiber the shutdown interrupts.
+        if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
+        try {
+          if (Exit.isSuccess(exit)) done(attestReply(exit.value[0]!))
+          // a defect (the attestor's failures are): logged and mapped by the fiber's steps
+          else fork(res, meta, Effect.failCause(exit.cause))
+        } catch (e) {
+          fork(res, meta, Effect.die(e))
+        }
+      })
+    })
+  }
+
   const routes: FastRoutes = {
-    "POST /attest": entry(attestRoute),
+    "POST /attest": attestWithoutFiber,
     "POST /verify": verifyWithoutFiber
   }
   return routes

@@ -11,7 +11,9 @@
 import { Clock, Effect, Either, Option } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import type { Principal } from "../../src/Auth/Api.js"
 import { Authenticator } from "../../src/Auth/Authenticator.js"
+import { type ApiKey, SCOPES } from "../../src/Auth/Domain.js"
 import { makeMemoryLimiter, RateLimiter } from "../../src/Auth/RateLimiter.js"
 import { RequestMeta, type RequestMetaShape } from "../../src/Auth/RequestMeta.js"
 import { AuthError, NotFound } from "../../src/Domain/Errors.js"
@@ -22,9 +24,22 @@ import { admitRequest, admitRequestNow, type EdgeHeaders, requestMetaOf } from "
 
 const config = AppConfig.make({ publicRateLimit: Option.some(4) })
 
-/** Every key is refused: what matters here is that both forms reach the same step. */
+/**
+ * Two keys are known (one with every scope, one with metadata:read alone) and decided
+ * at once by the synchronous form; every other credential is refused, by the Effect
+ * (the synchronous form leaves it UNDECIDED, as the real one does: a refused
+ * credential is counted against the public limit there). The real Authenticator's
+ * two forms are held equal in test/Auth/authenticateNow.test.ts; here what matters is
+ * that both admissions call them at the same step.
+ */
+const principals: Record<string, Principal> = {
+  atk_live_all: { _tag: "ApiKey", key: { id: "key_all", scopes: [...SCOPES] } as unknown as ApiKey },
+  atk_live_meta: { _tag: "ApiKey", key: { id: "key_meta", scopes: ["metadata:read"] } as unknown as ApiKey }
+}
 const authenticator = {
-  authenticate: () => Effect.fail(new AuthError({ message: "invalid API key" })),
+  authenticate: (presented: string) =>
+    principals[presented] ? Effect.succeed(principals[presented]) : Effect.fail(new AuthError({ message: "invalid API key" })),
+  authenticateNow: (presented: string) => principals[presented] ?? UNDECIDED,
   optionalKey: () => Effect.succeed(Option.none()),
   resolveKey: () => Effect.fail(new AuthError({ message: "invalid API key" }))
 } as unknown as Authenticator
@@ -59,7 +74,7 @@ const request: fc.Arbitrary<Omit<Req, "at"> & { readonly gap: number }> = fc.rec
   ).map(([p, q]) => p + q),
   headers: fc.record({
     "content-length": fc.constantFrom(undefined, "0", "80", "5000", "2000000"),
-    authorization: fc.constantFrom(undefined, undefined, "Bearer atk_nope", "Basic dXNlcjpwYXNz")
+    authorization: fc.constantFrom(undefined, undefined, "Bearer atk_nope", "Basic dXNlcjpwYXNz", "Bearer atk_live_all", "Bearer atk_live_meta")
   }).map((h) => Object.fromEntries(Object.entries(h).filter(([, v]) => v !== undefined)) as EdgeHeaders),
   ip: fc.constantFrom("10.0.0.1", "10.0.0.2", "2001:db8::1", "2001:db8::2"),
   gap: fc.constantFrom(0, 0, 100, 1_000, 20_000, 61_000)
@@ -82,6 +97,7 @@ const admitEffect = (limiter: RateLimiter["Type"], r: Req, meta: RequestMetaShap
 /** What a caller sees of an admission: the refusal, if any, and the verdict kept for the headers. */
 const seen = (refused: unknown, meta: RequestMetaShape) => ({
   refused: refused === undefined ? undefined : { tag: (refused as { _tag: string })._tag, message: (refused as Error).message },
+  principal: meta.principal?._tag === "ApiKey" ? meta.principal.key.id : undefined,
   rateLimit: meta.rateLimit,
   charged: meta.publicCharged === true
 })
@@ -98,7 +114,7 @@ describe("admitRequestNow, then admitRequest where it cannot decide, answers as 
           const metaA = requestMetaOf(config, r.url, r.ip, r.headers)
           const metaB = { ...metaA }
           const expected = seen(admitEffect(alone, r, metaA), metaA)
-          const now = admitRequestNow(config, both, gates, r.method, r.url, r.headers, metaB, r.at)
+          const now = admitRequestNow(config, both, gates, r.method, r.url, r.headers, metaB, r.at, authenticator.authenticateNow)
           decided[now === UNDECIDED ? "undecided" : "now"]++
           const actual = seen(now === UNDECIDED ? admitEffect(both, r, metaB) : now, metaB)
           expect({ request: r, ...actual }).toEqual({ request: r, ...expected })

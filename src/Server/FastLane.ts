@@ -206,116 +206,112 @@ export const makeFastRoutes = Effect.gen(function*() {
       ))
   }
 
+  /** What an entry without a fiber hands its route: the decoded payload, and `done` to answer. */
+  interface Decoded<A> {
+    readonly payload: A
+    readonly text: string
+    readonly headers: EdgeHeaders
+    readonly meta: RequestMetaShape
+    readonly res: ServerResponse
+    /** Answers, and counts the answer as given without a fiber. */
+    readonly done: (reply: Reply) => void
+  }
+
+  /**
+   * An entry without a fiber of its own: the steps of `program` over `route`, through
+   * the same functions, called directly. The request meta; the admission decided at
+   * once (`admitRequestNow`, with `authenticateNow` for a keyed route), else the fiber's
+   * whole program; the body; `bodyScanError`; the payload's schema; then `then`. A step
+   * that answers UNDECIDED has changed nothing, so the request goes on in a fiber from
+   * that step and nothing is counted twice.
+   */
+  const withoutFiber = <A>(
+    route: Route,
+    decode: (text: string) => Either.Either<A, Errors.ValidationError>,
+    authenticateNow: typeof auth.authenticateNow | undefined,
+    then: (decoded: Decoded<A>) => void
+  ): NodeHandler =>
+  (req, res) => {
+    const headers = req.headers as EdgeHeaders
+    const meta = arrive(req)
+    const now = clock.unsafeCurrentTimeMillis()
+    const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", req.url ?? "/", headers, meta, now, authenticateNow)
+    if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, route))
+    const done = (reply: Reply) => {
+      inc(fastLaneAnswersWithoutFiber, {})
+      answer(res, meta, reply)
+    }
+    if (admitted !== undefined) return done(errorParts(admitted))
+    readBodyThen(req, (text) => {
+      if (text === undefined) return done(errorParts(INVALID_JSON()))
+      const bad = bodyScanError(text)
+      if (bad) return done(errorParts(bad))
+      const payload = decode(text)
+      if (Either.isLeft(payload)) return done(errorParts(payload.left))
+      then({ payload: payload.right, text, headers, meta, res, done })
+    })
+  }
+
+  /**
+   * The callback for an outcome of a group (the group read, the group commit). It
+   * runs inside the group's batch, before the group's other requests are resumed,
+   * so it never throws: a failure, or a throw, becomes a defect in the request's own
+   * fiber (logged, 500, as the fiber's orDie would make it); an interruption (the
+   * server closing) gets no answer, as for a fiber the shutdown interrupts.
+   */
+  const fromGroup = <A>(res: ServerResponse, meta: RequestMetaShape, found: (a: A) => void) => (exit: Exit.Exit<A, unknown>) => {
+    if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
+    try {
+      if (Exit.isSuccess(exit)) found(exit.value)
+      else fork(res, meta, Effect.orDie(Effect.failCause(exit.cause)))
+    } catch (e) {
+      fork(res, meta, Effect.die(e))
+    }
+  }
+
   const verifyEntry = entry(verifyRoute)
   const findNow = repo.findByHashNow
   const findThen = repo.findByHashThen
 
   /**
-   * POST /verify without a fiber of its own, for a request without an
-   * Authorization header (a key may need a lookup): the same steps as `program`
-   * over `verifyRoute`, through the same functions, called directly. The two
-   * that could wait have forms that answer at once or call back:
-   * `admitRequestNow` (the public limit through RateLimiter's hitNow) and the
-   * lookup, synchronous on SQLite's read-only connection (findByHashNow), else
-   * through the group read's callback (findByHashThen; one fiber per group, not
-   * per request). A step that answers UNDECIDED has changed nothing: the request
-   * goes on in a fiber from that step (admission, or the route after the body),
-   * so nothing is counted twice. About half a verify's CPU was its fiber and
+   * POST /verify without a fiber, for a request without an Authorization header (a
+   * key may need a lookup): the lookup synchronous on SQLite's read-only connection
+   * (findByHashNow), else through the group read's callback (findByHashThen: one
+   * fiber per group, none per request). About half a verify's CPU was its fiber and
    * steps (README, Performance).
    */
-  const verifyWithoutFiber: NodeHandler = (req, res) => {
-    const headers = req.headers as EdgeHeaders
-    if (headerOf(headers, "authorization") !== undefined) return verifyEntry(req, res)
-    const meta = arrive(req)
-    const url = req.url ?? "/"
-    const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", url, headers, meta, clock.unsafeCurrentTimeMillis())
-    if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, verifyRoute))
-    const done = (reply: Reply) => {
-      inc(fastLaneAnswersWithoutFiber, {})
-      answer(res, meta, reply)
+  const verifyFiberless = withoutFiber(verifyRoute, decodeVerify, undefined, ({ done, headers, meta, payload, res, text }) => {
+    const hash = payload.hash_hex
+    const found = (status: AttestationStatus | undefined) =>
+      done({ status: 200, body: verifyAnswer(hash, status, undefined, clock.unsafeCurrentTimeMillis()) })
+    if (findNow === undefined) return findThen(hash, fromGroup(res, meta, found))
+    let status: AttestationStatus | undefined | Undecided
+    try {
+      status = findNow(hash)
+    } catch (e) {
+      return fork(res, meta, Effect.die(e))
     }
-    if (admitted !== undefined) return done(errorParts(admitted))
-    readBodyThen(req, (text) => {
-      if (text === undefined) return done(errorParts(INVALID_JSON()))
-      const bad = bodyScanError(text)
-      if (bad) return done(errorParts(bad))
-      const payload = decodeVerify(text)
-      if (Either.isLeft(payload)) return done(errorParts(payload.left))
-      const hash = payload.right.hash_hex
-      const found = (status: AttestationStatus | undefined) =>
-        done({ status: 200, body: verifyAnswer(hash, status, undefined, clock.unsafeCurrentTimeMillis()) })
-      if (findNow === undefined) {
-        // The callback runs inside the group's batch, which resumes the group's other requests
-        // after it: it must not throw.
-        return findThen(hash, (exit) => {
-          // Closing: no answer, as for a fiber the shutdown interrupts.
-          if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
-          try {
-            if (Exit.isSuccess(exit)) found(exit.value)
-            // A store failure is a defect here, as verifyOne's orDie makes it: logged and mapped by the fiber's steps.
-            else fork(res, meta, Effect.orDie(Effect.failCause(exit.cause)))
-          } catch (e) {
-            fork(res, meta, Effect.die(e))
-          }
-        })
-      }
-      let status: AttestationStatus | undefined | Undecided
-      try {
-        status = findNow(hash)
-      } catch (e) {
-        return fork(res, meta, Effect.die(e))
-      }
-      if (status === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
-      found(status)
-    })
-  }
+    if (status === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
+    found(status)
+  })
+  const verifyWithoutFiber: NodeHandler = (req, res) =>
+    headerOf(req.headers as EdgeHeaders, "authorization") === undefined ? verifyFiberless(req, res) : verifyEntry(req, res)
+
   /**
-   * POST /attest without a fiber of its own, as `verifyWithoutFiber` answers a verify:
-   * the same steps as `program` over `attestRoute` (admission with the key's
-   * authentication, rate limit and scope; the body; the payload; attestOne's checks,
-   * `attestInputOf`, and its quota), then the attest through the group commit's
-   * callback (Attestor's attestThen: one fiber per group, none per request). Decided at
-   * once for a key this instance has cached, without a monthly quota, whose limit the
-   * limiter decides now; otherwise the request goes on in a fiber from the step that
-   * cannot decide (admission, or attestOne after the body), having counted nothing.
+   * POST /attest without a fiber, for a key this instance has cached (admission's
+   * authenticateNow), without a monthly quota (Quota's consumeNow), whose limit the
+   * limiter decides now: attestOne's checks (`attestInputOf`), then the attest through
+   * the group commit's callback (Attestor's attestThen: one fiber per group, none per
+   * request). Otherwise the request goes on in a fiber from admission, or from attestOne.
    */
-  const attestWithoutFiber: NodeHandler = (req, res) => {
-    const headers = req.headers as EdgeHeaders
-    const meta = arrive(req)
-    const now = clock.unsafeCurrentTimeMillis()
-    const admitted = admitRequestNow(config, limiter, gates, req.method ?? "POST", req.url ?? "/", headers, meta, now, auth.authenticateNow)
-    if (admitted === UNDECIDED) return fork(res, meta, program(req, meta, attestRoute))
-    const done = (reply: Reply) => {
-      inc(fastLaneAnswersWithoutFiber, {})
-      answer(res, meta, reply)
-    }
-    if (admitted !== undefined) return done(errorParts(admitted))
+  const attestWithoutFiber = withoutFiber(attestRoute, decodeAttest, auth.authenticateNow, ({ done, meta, payload, res }) => {
     // admitRequestNow authenticated the key and checked the attest scope before the body was read
     const principal = meta.principal!
-    readBodyThen(req, (text) => {
-      if (text === undefined) return done(errorParts(INVALID_JSON()))
-      const bad = bodyScanError(text)
-      if (bad) return done(errorParts(bad))
-      const payload = decodeAttest(text)
-      if (Either.isLeft(payload)) return done(errorParts(payload.left))
-      const input = attestInputOf(payload.right, principal)
-      if (Either.isLeft(input)) return done(errorParts(input.left))
-      if (quota.consumeNow(input.right.key, 1) === UNDECIDED) {
-        return fork(res, meta, attestOne(attestor, quota, payload.right, principal))
-      }
-      attestor.attestThen(input.right, (exit) => {
-        // Closing: no answer, as for a fiber the shutdown interrupts.
-        if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return
-        try {
-          if (Exit.isSuccess(exit)) done(attestReply(exit.value[0]!))
-          // a defect (the attestor's failures are): logged and mapped by the fiber's steps
-          else fork(res, meta, Effect.failCause(exit.cause))
-        } catch (e) {
-          fork(res, meta, Effect.die(e))
-        }
-      })
-    })
-  }
+    const input = attestInputOf(payload, principal)
+    if (Either.isLeft(input)) return done(errorParts(input.left))
+    if (quota.consumeNow(input.right.key, 1) === UNDECIDED) return fork(res, meta, attestOne(attestor, quota, payload, principal))
+    attestor.attestThen(input.right, fromGroup(res, meta, ([result]) => done(attestReply(result!))))
+  })
 
   const routes: FastRoutes = {
     "POST /attest": attestWithoutFiber,

@@ -8,7 +8,7 @@
  * lane does). Each request must get the same principal or error, and leave the
  * same rate-limit verdict, key id and public charge on its meta.
  */
-import { Clock, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -22,6 +22,7 @@ import { RequestMeta, type RequestMetaShape } from "../../src/Auth/RequestMeta.j
 import { UNDECIDED } from "../../src/Domain/Undecided.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { DatabaseLive } from "../../src/main.js"
+import { clockAt } from "../helpers/clock.js"
 
 const dir = mkdtempSync(join(tmpdir(), "attestd-authnow-"))
 const url = `sqlite:${join(dir, "attestd.db")}`
@@ -37,15 +38,6 @@ const instance = () =>
       Layer.provideMerge(Layer.succeed(AppConfig, config))
     )
   )
-
-const fixedClock = (ms: number): Clock.Clock => ({
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => ms,
-  currentTimeMillis: Effect.succeed(ms),
-  unsafeCurrentTimeNanos: () => BigInt(ms) * 1_000_000n,
-  currentTimeNanos: Effect.succeed(BigInt(ms) * 1_000_000n),
-  sleep: () => Effect.void
-})
 
 /** The next turn of the event loop: the SQLite key cache checks its marker once per turn, as requests arrive in turns. */
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
@@ -82,10 +74,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-type Step =
-  | { readonly _tag: "request"; readonly credential: number; readonly ip: string; readonly gap: number }
-  | { readonly _tag: "revoke" }
-
 const credentials = (): ReadonlyArray<string> => [...secrets, "atk_live_" + "A".repeat(40), "shr_" + "B".repeat(40), "nonsense"]
 
 const steps = fc.array(
@@ -119,7 +107,7 @@ const viaEffect = (runtime: typeof a, presented: string, meta: RequestMetaShape,
   runtime.runPromise(Effect.flatMap(Authenticator, (auth) => auth.authenticate(presented)).pipe(
     Effect.merge,
     Effect.provideService(RequestMeta, meta),
-    Effect.withClock(fixedClock(at))
+    Effect.withClock(clockAt(at))
   ))
 
 describe("authenticateNow, then authenticate where it cannot decide, answers as authenticate", () => {

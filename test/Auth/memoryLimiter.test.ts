@@ -7,10 +7,11 @@
  * the change too (where the verdict came from `verdictOf` over a list of pairs
  * built on every hit).
  */
-import { Clock, Effect } from "effect"
+import { Effect } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { makeMemoryLimiter } from "../../src/Auth/RateLimiter.js"
+import { clockAt } from "../helpers/clock.js"
 
 interface Hit {
   readonly key: number
@@ -58,15 +59,6 @@ const model = () => {
 }
 
 /** A clock that stands at `ms`. */
-const clockAt = (ms: number): Clock.Clock => ({
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => ms,
-  unsafeCurrentTimeNanos: () => BigInt(ms) * 1_000_000n,
-  currentTimeMillis: Effect.succeed(ms),
-  currentTimeNanos: Effect.succeed(BigInt(ms) * 1_000_000n),
-  sleep: () => Effect.void
-})
-
 describe("the in-memory limiter", () => {
   it("property: answers as the model does", () => {
     fc.assert(

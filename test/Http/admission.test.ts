@@ -8,7 +8,7 @@
  * limiters: the in-memory one (decides every hit at once) and one that never
  * does (as the Postgres limiter when its view is stale).
  */
-import { Clock, Effect, Either, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import type { Principal } from "../../src/Auth/Api.js"
@@ -21,6 +21,7 @@ import { UNDECIDED } from "../../src/Domain/Undecided.js"
 import { type BodyGate, BodyGates } from "../../src/Http/BodyGates.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { admitRequest, admitRequestNow, type EdgeHeaders, requestMetaOf } from "../../src/Server/Edge.js"
+import { clockAt } from "../helpers/clock.js"
 
 const config = AppConfig.make({ publicRateLimit: Option.some(4) })
 
@@ -47,15 +48,6 @@ const authenticator = {
 const gates: ReadonlyMap<string, BodyGate> = new Map([
   ["derivedListsPublic.match", () => Effect.fail(new NotFound({ message: "no such list" }))]
 ])
-
-const fixedClock = (ms: number): Clock.Clock => ({
-  [Clock.ClockTypeId]: Clock.ClockTypeId,
-  unsafeCurrentTimeMillis: () => ms,
-  currentTimeMillis: Effect.succeed(ms),
-  unsafeCurrentTimeNanos: () => BigInt(ms) * 1_000_000n,
-  currentTimeNanos: Effect.succeed(BigInt(ms) * 1_000_000n),
-  sleep: () => Effect.void
-})
 
 interface Req {
   readonly method: string
@@ -91,7 +83,7 @@ const admitEffect = (limiter: RateLimiter["Type"], r: Req, meta: RequestMetaShap
     Effect.provideService(Authenticator, authenticator),
     Effect.provideService(BodyGates, gates),
     Effect.provideService(RequestMeta, meta),
-    Effect.withClock(fixedClock(r.at))
+    Effect.withClock(clockAt(r.at))
   ))
 
 /** What a caller sees of an admission: the refusal, if any, and the verdict kept for the headers. */

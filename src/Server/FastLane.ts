@@ -304,9 +304,10 @@ export const makeFastRoutes = Effect.gen(function*() {
    * the group commit's callback (Attestor's attestThen: one fiber per group, none per
    * request). Otherwise the request goes on in a fiber from admission, or from attestOne.
    */
-  const attestWithoutFiber = withoutFiber(attestRoute, decodeAttest, auth.authenticateNow, ({ done, meta, payload, res }) => {
+  const attestWithoutFiber = withoutFiber(attestRoute, decodeAttest, auth.authenticateNow, ({ done, headers, meta, payload, res, text }) => {
     // admitRequestNow authenticated the key and checked the attest scope before the body was read
-    const principal = meta.principal!
+    const principal = meta.principal
+    if (principal === undefined) return fork(res, meta, attestRoute(text, headers))
     const input = attestInputOf(payload, principal)
     if (Either.isLeft(input)) return done(errorParts(input.left))
     if (quota.consumeNow(input.right.key, 1) === UNDECIDED) return fork(res, meta, attestOne(attestor, quota, payload, principal))

@@ -116,7 +116,7 @@ export const makeFastRoutes = Effect.gen(function*() {
   const fiberRefs = FiberRefs.updateAs(runtime.fiberRefs, { fiberId: FiberId.none, fiberRef: FiberRef.currentTracerEnabled, value: false })
   const runForkWith = (meta: RequestMetaShape) =>
     Runtime.runFork(Runtime.make({ context: Context.add(services, RequestMeta, meta), fiberRefs, runtimeFlags: runtime.runtimeFlags }))
-  // What the synchronous verify below reads without a fiber: the runtime's clock (a
+  // What the entries without a fiber (below) read outside one: the runtime's clock (a
   // TestClock in tests that provide one), the rate limiter and the body gates.
   const clock = yield* Effect.clock
   const limiter = Context.get(runtime.context, RateLimiter)

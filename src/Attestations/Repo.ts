@@ -24,6 +24,8 @@ const attestationRows = decodeRows(AttestationRow)
 const statusRows = decodeRows(AttestationStatusRow)
 const statusRow = decodeRowSync(AttestationStatusRow)
 const STATUS_BY_HASH = `SELECT ${ATTESTATION_STATUS_COLUMNS} FROM attestations WHERE hash_hex = ?`
+const claimSourceRow = decodeRowSync(ClaimRow.pipe(Schema.pick("source")))
+const LIVE_CLAIM_SOURCE = "SELECT source FROM claims WHERE api_key_id = ? AND attestation_seq = ? AND deleted_at IS NULL"
 const claimRows = decodeRows(ClaimRow)
 const insertedAttestationKeys = decodeRows(AttestationRow.pipe(Schema.pick("seq", "id", "hashHex")))
 const insertedClaimKeys = decodeRows(ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId")))
@@ -165,6 +167,16 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       return row === undefined || row === UNDECIDED ? row : statusRow(row)
     }
 
+    /**
+     * The source of `keyId`'s live claim on the attestation `seq` (a key holds at most
+     * one: index claims_live), read as findByHashNow reads: liveClaims' answer for one
+     * attestation, as a keyed verify needs it. Undefined on Postgres and in memory.
+     */
+    const liveClaimNow = reader === undefined ? undefined : (keyId: string, seq: number): { readonly source: string | null } | undefined | Undecided => {
+      const row = reader.first(LIVE_CLAIM_SOURCE, keyId, seq)
+      return row === undefined || row === UNDECIDED ? row : claimSourceRow(row)
+    }
+
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
         attestationRows(
@@ -224,6 +236,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       findByHash,
       findByHashNow,
       findByHashThen,
+      liveClaimNow,
       findByHashes,
       findByRef,
       insertIfAbsent,

@@ -151,7 +151,23 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
         ? noKey
         : resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
 
-    return { authenticate, authenticateNow, optionalKey, resolveKey }
+    /**
+     * optionalKey, decided synchronously for a key this instance has cached: the key
+     * (none when it is refused for its environment or address, as optionalKey's failed
+     * resolution is none), no key without a bearer credential or for one that is not a
+     * key, and UNDECIDED for one that is not cached (a read would be needed).
+     */
+    const optionalKeyNow = (authorization: string | undefined, clientIp: string): Option.Option<ApiKey> | Undecided => {
+      if (!authorization || !authorization.startsWith("Bearer ")) return Option.none()
+      const presented = authorization.slice(7).trim()
+      if (!API_KEY_PATTERN.test(presented)) return Option.none()
+      const hash = hashSecret(presented)
+      const key = repo.findByHashNow(hash)
+      if (key === UNDECIDED) return UNDECIDED
+      return keyMatches(key, hash) && keyRefusal(key, clientIp) === undefined ? Option.some(key) : Option.none()
+    }
+
+    return { authenticate, authenticateNow, optionalKey, optionalKeyNow, resolveKey }
   }),
   dependencies: [ApiKeyRepo.Default, ShareTokenRepo.Default]
 }) {}

@@ -12,19 +12,18 @@
  * here, README benchmarks). Bodies without Content-Length (chunked) take the
  * HttpApi path, which drains an oversized one before answering 413.
  *
- * A verify without an Authorization header, and an attest with a key this
- * instance has cached, run without a fiber of their own (`verifyWithoutFiber`,
- * `attestWithoutFiber`): the same steps through the same functions, called
- * directly, with forms of those that could wait which answer at once or call
- * back (`admitRequestNow` for the rate limits and the key; the lookup on
- * SQLite's read-only connection or through the group read's callback; the
- * attest through the group commit's callback). What cannot be decided at once
- * goes on in a fiber from that step.
+ * A verify, and an attest, with no key or a key this instance has cached, run
+ * without a fiber of their own (`verifyWithoutFiber`, `attestWithoutFiber`):
+ * the same steps through the same functions, called directly, with forms of
+ * those that could wait which answer at once or call back (`admitRequestNow`
+ * for the rate limits and the key; the reads on SQLite's read-only connection
+ * or through the group read's callback; the attest through the group commit's
+ * callback). What cannot be decided at once goes on in a fiber from that step.
  * test/Http/fastLaneParity.test.ts sends one matrix of requests with the lane
  * on and off and requires identical answers. ATTESTD_FAST_LANE=off turns it off.
  */
 import { HttpServerError } from "@effect/platform"
-import { Cause, Context, Effect, Either, Exit, FiberId, FiberRef, FiberRefs, ParseResult, Runtime, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, FiberId, FiberRef, FiberRefs, Option, ParseResult, Runtime, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { AttestPayload, VerifyPayload } from "../Attestations/Api.js"
 import { Attestor } from "../Attestations/Attestor.js"
@@ -177,11 +176,6 @@ export const makeFastRoutes = Effect.gen(function*() {
     )
   }
 
-  const entry = (route: Route): NodeHandler => (req, res) => {
-    const meta = arrive(req)
-    fork(res, meta, program(req, meta, route))
-  }
-
   const attestRoute: Route = (text, headers) =>
     Effect.flatMap(RequestMeta, (meta) => {
       // admitRequest authenticated the key and checked the attest scope before the body was read
@@ -269,33 +263,45 @@ export const makeFastRoutes = Effect.gen(function*() {
     }
   }
 
-  const verifyEntry = entry(verifyRoute)
   const findNow = repo.findByHashNow
   const findThen = repo.findByHashThen
+  const claimNow = repo.liveClaimNow
 
   /**
-   * POST /verify without a fiber, for a request without an Authorization header (a
-   * key may need a lookup): the lookup synchronous on SQLite's read-only connection
-   * (findByHashNow), else through the group read's callback (findByHashThen: one
-   * fiber per group, none per request). About half a verify's CPU was its fiber and
-   * steps (README, Performance).
+   * POST /verify without a fiber. The key, if one is presented, from the key cache
+   * (Authenticator's optionalKeyNow; a key not cached yet goes on in a fiber); the
+   * lookup synchronous on SQLite's read-only connection (findByHashNow), else through
+   * the group read's callback (findByHashThen: one fiber per group, none per request);
+   * for a key, its own claim's source on the same connection (liveClaimNow), else in a
+   * fiber (liveClaims). About half a verify's CPU was its fiber and steps (README,
+   * Performance).
    */
-  const verifyFiberless = withoutFiber(verifyRoute, decodeVerify, undefined, ({ done, headers, meta, payload, res, text }) => {
+  const verifyWithoutFiber = withoutFiber(verifyRoute, decodeVerify, undefined, ({ done, headers, meta, payload, res, text }) => {
+    const key = auth.optionalKeyNow(headerOf(headers, "authorization"), meta.clientIp)
+    if (key === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
     const hash = payload.hash_hex
-    const found = (status: AttestationStatus | undefined) =>
-      done({ status: 200, body: verifyAnswer(hash, status, undefined, clock.unsafeCurrentTimeMillis()) })
+    const keyId = Option.isSome(key) ? key.value.id : undefined
+    const answerWith = (status: AttestationStatus | undefined, claim: { readonly source: string | null } | undefined): Reply => ({
+      status: 200,
+      body: verifyAnswer(hash, status, claim, clock.unsafeCurrentTimeMillis())
+    })
+    const found = (status: AttestationStatus | undefined) => {
+      if (status === undefined || keyId === undefined) return done(answerWith(status, undefined))
+      const inFiber = () => fork(res, meta, Effect.map(Effect.orDie(repo.liveClaims(keyId, [status.seq])), ([claim]) => answerWith(status, claim)))
+      if (claimNow === undefined) return inFiber()
+      const claim = claimNow(keyId, status.seq)
+      return claim === UNDECIDED ? inFiber() : done(answerWith(status, claim))
+    }
     if (findNow === undefined) return findThen(hash, fromGroup(res, meta, found))
     let status: AttestationStatus | undefined | Undecided
     try {
       status = findNow(hash)
+      if (status !== UNDECIDED) return found(status)
     } catch (e) {
       return fork(res, meta, Effect.die(e))
     }
-    if (status === UNDECIDED) return fork(res, meta, verifyRoute(text, headers))
-    found(status)
+    fork(res, meta, verifyRoute(text, headers))
   })
-  const verifyWithoutFiber: NodeHandler = (req, res) =>
-    headerOf(req.headers as EdgeHeaders, "authorization") === undefined ? verifyFiberless(req, res) : verifyEntry(req, res)
 
   /**
    * POST /attest without a fiber, for a key this instance has cached (admission's

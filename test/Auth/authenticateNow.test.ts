@@ -6,7 +6,9 @@
  * times and revocations: one through `authenticate` alone, the other through
  * `authenticateNow`, then `authenticate` where it answered UNDECIDED (as the fast
  * lane does). Each request must get the same principal or error, and leave the
- * same rate-limit verdict, key id and public charge on its meta.
+ * same rate-limit verdict, key id and public charge on its meta; and the public
+ * routes' `optionalKey` must give the same key as `optionalKeyNow`, then
+ * `optionalKey` where that cannot decide.
  */
 import { Effect, Layer, ManagedRuntime, Option } from "effect"
 import fc from "fast-check"
@@ -74,13 +76,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true })
 })
 
-const credentials = (): ReadonlyArray<string> => [...secrets, "atk_live_" + "A".repeat(40), "shr_" + "B".repeat(40), "nonsense"]
+// the keys, one well-formed but unknown, a share token's shape, and two that cannot be keys
+const credentials = (): ReadonlyArray<string> => [...secrets, "atk_live_" + "A".repeat(32), "shr_" + "B".repeat(40), "nonsense", "atk_0000"]
 
 const steps = fc.array(
   fc.oneof(
     { weight: 12, arbitrary: fc.record({
       _tag: fc.constant("request" as const),
-      credential: fc.integer({ min: 0, max: 7 }),
+      credential: fc.integer({ min: 0, max: 8 }),
       ip: fc.constantFrom("10.9.9.7", "10.1.1.1", "2001:db8::5"),
       gap: fc.constantFrom(0, 0, 200, 5_000, 61_000)
     }) },
@@ -133,6 +136,18 @@ describe("authenticateNow, then authenticate where it cannot decide, answers as 
         decided[now === UNDECIDED ? "undecided" : "now"]++
         const actual = seen(now === UNDECIDED ? await viaEffect(b, presented, metaB, at) : now, metaB)
         expect({ presented: presented.slice(0, 12), ...actual }).toEqual({ presented: presented.slice(0, 12), ...expected })
+        // the public routes' form: optionalKey, and optionalKeyNow then optionalKey
+        const authorization = `Bearer ${presented}`
+        const optionalA = await a.runPromise(Effect.flatMap(Authenticator, (auth) => auth.optionalKey(authorization)).pipe(
+          Effect.provideService(RequestMeta, metaOf(step.ip))
+        ))
+        const optionalNow = authB.optionalKeyNow(authorization, step.ip)
+        decided[optionalNow === UNDECIDED ? "undecided" : "now"]++
+        const optionalB = optionalNow !== UNDECIDED ? optionalNow : await b.runPromise(
+          Effect.flatMap(Authenticator, (auth) => auth.optionalKey(authorization)).pipe(Effect.provideService(RequestMeta, metaOf(step.ip)))
+        )
+        expect({ presented: presented.slice(0, 12), key: Option.map(optionalB, (k) => k.id) })
+          .toEqual({ presented: presented.slice(0, 12), key: Option.map(optionalA, (k) => k.id) })
       }
     }), { numRuns: 40 })
     // both ways were taken: the cached keys at once, the rest (and first uses) through the Effect

@@ -92,6 +92,18 @@ export const SCENARIOS = {
       body: JSON.stringify({ hash_hex: existing[0] }),
       setupRequest: cycling(existing)
     })
+  },
+  "verify-keyed": {
+    server: "attestd",
+    baseline: "bare-post",
+    describe: "POST /v1/verify with the key that attested them (its claim's source in the answer), 1000 existing hashes cycled",
+    request: ({ key, existing }) => ({
+      method: "POST",
+      path: "/v1/verify",
+      headers: { ...JSON_HEADERS, authorization: `Bearer ${key}` },
+      body: JSON.stringify({ hash_hex: existing[0] }),
+      setupRequest: cycling(existing)
+    })
   }
 }
 

@@ -1,6 +1,6 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect, type Exit, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
@@ -25,6 +25,7 @@ const statusRows = decodeRows(AttestationStatusRow)
 const statusRow = decodeRowSync(AttestationStatusRow)
 const STATUS_BY_HASH = `SELECT ${ATTESTATION_STATUS_COLUMNS} FROM attestations WHERE hash_hex = ?`
 const claimSourceRow = decodeRowSync(ClaimRow.pipe(Schema.pick("source")))
+const claimSourceRows = decodeRows(ClaimRow.pipe(Schema.pick("apiKeyId", "attestationSeq", "source")))
 const LIVE_CLAIM_SOURCE = "SELECT source FROM claims WHERE api_key_id = ? AND attestation_seq = ? AND deleted_at IS NULL"
 const claimRows = decodeRows(ClaimRow)
 const insertedAttestationKeys = decodeRows(AttestationRow.pipe(Schema.pick("seq", "id", "hashHex")))
@@ -177,6 +178,32 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       return row === undefined || row === UNDECIDED ? row : claimSourceRow(row)
     }
 
+    // The keyed verifies of one turn read their keys' claims in one statement too (a
+    // group read, as their lookups are): the claims of any of their keys on any of
+    // their attestations, each request then taking its own pair's.
+    const claimGroupRead = yield* makeGroupCommit({
+      process: (pairs: ReadonlyArray<readonly [keyId: string, seq: number]>) =>
+        Effect.map(
+          claimSourceRows(sql`SELECT api_key_id, attestation_seq, source FROM claims WHERE deleted_at IS NULL
+            AND ${sql.in("api_key_id", [...new Set(pairs.map(([k]) => k))])}
+            AND ${sql.in("attestation_seq", [...new Set(pairs.map(([, s]) => s))])}`),
+          (rows) => {
+            const byPair = new Map(rows.map((r) => [`${r.apiKeyId} ${r.attestationSeq}`, r]))
+            return pairs.map(([k, s]) => byPair.get(`${k} ${s}`))
+          }
+        ),
+      maxBatch: 256,
+      workers: isPg ? 2 : 1
+    })
+
+    /**
+     * liveClaimNow's answer for a caller without a fiber, through a group read: `done`
+     * gets the source of `keyId`'s live claim on `seq`, or undefined (a keyed verify on
+     * Postgres). It runs inside the group's batch: it must not throw (GroupCommit).
+     */
+    const liveClaimThen = (keyId: string, seq: number, done: (exit: Exit.Exit<{ readonly source: string | null } | undefined, unknown>) => void) =>
+      claimGroupRead.enqueue([keyId, seq], done)
+
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
         attestationRows(
@@ -237,6 +264,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       findByHashNow,
       findByHashThen,
       liveClaimNow,
+      liveClaimThen,
       findByHashes,
       findByRef,
       insertIfAbsent,

@@ -266,15 +266,16 @@ export const makeFastRoutes = Effect.gen(function*() {
   const findNow = repo.findByHashNow
   const findThen = repo.findByHashThen
   const claimNow = repo.liveClaimNow
+  const claimThen = repo.liveClaimThen
 
   /**
    * POST /verify without a fiber. The key, if one is presented, from the key cache
    * (Authenticator's optionalKeyNow; a key not cached yet goes on in a fiber); the
    * lookup synchronous on SQLite's read-only connection (findByHashNow), else through
    * the group read's callback (findByHashThen: one fiber per group, none per request);
-   * for a key, its own claim's source on the same connection (liveClaimNow), else in a
-   * fiber (liveClaims). About half a verify's CPU was its fiber and steps (README,
-   * Performance).
+   * for a key, its own claim's source on the same connection (liveClaimNow), else
+   * through a group read of claims (liveClaimThen). About half a verify's CPU was its
+   * fiber and steps (README, Performance).
    */
   const verifyWithoutFiber = withoutFiber(verifyRoute, decodeVerify, undefined, ({ done, headers, meta, payload, res, text }) => {
     const key = auth.optionalKeyNow(headerOf(headers, "authorization"), meta.clientIp)
@@ -287,10 +288,10 @@ export const makeFastRoutes = Effect.gen(function*() {
     })
     const found = (status: AttestationStatus | undefined) => {
       if (status === undefined || keyId === undefined) return done(answerWith(status, undefined))
-      const inFiber = () => fork(res, meta, Effect.map(Effect.orDie(repo.liveClaims(keyId, [status.seq])), ([claim]) => answerWith(status, claim)))
-      if (claimNow === undefined) return inFiber()
+      if (claimNow === undefined) return claimThen(keyId, status.seq, fromGroup(res, meta, (claim) => done(answerWith(status, claim))))
       const claim = claimNow(keyId, status.seq)
-      return claim === UNDECIDED ? inFiber() : done(answerWith(status, claim))
+      if (claim !== UNDECIDED) return done(answerWith(status, claim))
+      fork(res, meta, Effect.map(Effect.orDie(repo.liveClaims(keyId, [status.seq])), ([c]) => answerWith(status, c)))
     }
     if (findNow === undefined) return findThen(hash, fromGroup(res, meta, found))
     let status: AttestationStatus | undefined | Undecided

@@ -118,8 +118,8 @@ export const verifyOne = (repo: AttestationRepo, hashHex: HashHex, keyId: string
   // Combinators rather than Effect.gen: every public verify runs this (BENCH_ONLY=instructions).
   Effect.flatMap(Effect.orDie(repo.findByHash(hashHex)), (a): Effect.Effect<typeof VerifyResponse.Type> => {
     if (!a) return Effect.succeed(verifyAnswer(hashHex, undefined, undefined, 0))
-    const claims = keyId === undefined ? Effect.succeed([]) : Effect.orDie(repo.liveClaims(keyId, [a.seq]))
-    return Effect.zipWith(claims, Clock.currentTimeMillis, ([claim], now) => verifyAnswer(hashHex, a, claim, now))
+    const claim = keyId === undefined ? Effect.succeed(undefined) : Effect.orDie(repo.liveClaimSource(keyId, a.seq))
+    return Effect.zipWith(claim, Clock.currentTimeMillis, (claim, now) => verifyAnswer(hashHex, a, claim, now))
   })
 
 export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handlers) =>

@@ -204,6 +204,14 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const liveClaimThen = (keyId: string, seq: number, done: (exit: Exit.Exit<{ readonly source: string | null } | undefined, unknown>) => void) =>
       claimGroupRead.enqueue([keyId, seq], done)
 
+    /**
+     * The source of `keyId`'s live claim on `seq`, or undefined: a keyed verify's second
+     * read, in the claims' group read (inside a transaction, on its connection).
+     */
+    const liveClaimSource = (keyId: string, seq: number) =>
+      Effect.flatMap(inTransaction, (inTx) =>
+        inTx ? Effect.map(liveClaims(keyId, [seq]), ([claim]) => claim) : claimGroupRead([keyId, seq]))
+
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
         attestationRows(
@@ -265,6 +273,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       findByHashThen,
       liveClaimNow,
       liveClaimThen,
+      liveClaimSource,
       findByHashes,
       findByRef,
       insertIfAbsent,

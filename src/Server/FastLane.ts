@@ -291,7 +291,7 @@ export const makeFastRoutes = Effect.gen(function*() {
       if (claimNow === undefined) return claimThen(keyId, status.seq, fromGroup(res, meta, (claim) => done(answerWith(status, claim))))
       const claim = claimNow(keyId, status.seq)
       if (claim !== UNDECIDED) return done(answerWith(status, claim))
-      fork(res, meta, Effect.map(Effect.orDie(repo.liveClaims(keyId, [status.seq])), ([c]) => answerWith(status, c)))
+      fork(res, meta, Effect.map(Effect.orDie(repo.liveClaimSource(keyId, status.seq)), (c) => answerWith(status, c)))
     }
     if (findNow === undefined) return findThen(hash, fromGroup(res, meta, found))
     let status: AttestationStatus | undefined | Undecided

@@ -347,11 +347,13 @@ describe("500 files in one stamp through a server that injects 429 and 503", () 
     expect(stats.total_attestations).toBe(500)
 
     // This server seals once a day: receipts stay at T0, so asking for T1 ends pending (exit 3), after polling with backoff.
+    // (The wait leaves room for three passes on a loaded machine, where one pass through this
+    // server's injected failures and retries took over 150 ms and 400 ms allowed only two.)
     const pending = await upgradeReceipts({
       receipts: files.slice(0, 3).map((f) => `${f}.attestd.json`),
       server: server.url,
       target: "T1",
-      waitMs: 400,
+      waitMs: 2_000,
       pollMs: { first: 50, max: 100 }
     })
     expect(pending).toMatchObject({ reached: 0, pending: 3, failed: 0 })

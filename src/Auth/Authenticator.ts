@@ -19,6 +19,10 @@ import { ShareTokenRepo, shareTokenState } from "./ShareTokenRepo.js"
 
 const invalidKey = new AuthError({ message: "invalid or missing API key" })
 
+/** The credential of a `Bearer` Authorization header, or undefined for none or another scheme. */
+const bearerCredential = (authorization: string | undefined): string | undefined =>
+  authorization !== undefined && authorization.startsWith("Bearer ") ? authorization.slice(7).trim() : undefined
+
 export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
   effect: Effect.gen(function*() {
     const repo = yield* ApiKeyRepo
@@ -123,6 +127,19 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       )
 
     /**
+     * resolveKey from the key cache alone, for a caller's address: the key; undefined
+     * where resolveKey refuses it (not a key, unknown, revoked, another environment or
+     * address); UNDECIDED when it is not cached (a read would be needed).
+     */
+    const resolveKeyNow = (presented: string, clientIp: string): ApiKey | undefined | Undecided => {
+      if (!API_KEY_PATTERN.test(presented)) return undefined
+      const hash = hashSecret(presented)
+      const key = repo.findByHashNow(hash)
+      if (key === UNDECIDED) return UNDECIDED
+      return keyMatches(key, hash) && keyRefusal(key, clientIp) === undefined ? key : undefined
+    }
+
+    /**
      * authenticate, decided synchronously at `nowMillis` for an API key this instance
      * has cached and whose rate limit the limiter decides at once (RateLimiter's
      * hitNow): the principal, or the key's 429. UNDECIDED, having counted nothing,
@@ -130,10 +147,9 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
      * fails (401/403), whose refusal authenticate also counts against the public limit.
      */
     const authenticateNow = (presented: string, meta: RequestMetaShape, nowMillis: number): Principal | RateLimited | Undecided => {
-      if (!API_KEY_PATTERN.test(presented) || limiter.hitNow === undefined) return UNDECIDED
-      const hash = hashSecret(presented)
-      const key = repo.findByHashNow(hash)
-      if (key === UNDECIDED || !keyMatches(key, hash) || keyRefusal(key, meta.clientIp) !== undefined) return UNDECIDED
+      if (limiter.hitNow === undefined) return UNDECIDED
+      const key = resolveKeyNow(presented, meta.clientIp)
+      if (key === undefined || key === UNDECIDED) return UNDECIDED
       const verdict = limiter.hitNow(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit, WINDOW_SECONDS, 1, nowMillis)
       if (verdict === undefined) return UNDECIDED
       if (meta.requestId !== "-") meta.keyId = key.id
@@ -146,10 +162,10 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
      */
     const noKey = Effect.succeed(Option.none<ApiKey>())
     /** The key a request presents, if any and valid (public routes: a bad key is no key). */
-    const optionalKey = (authorization: string | undefined): Effect.Effect<Option.Option<ApiKey>> =>
-      !authorization || !authorization.startsWith("Bearer ")
-        ? noKey
-        : resolveKey(authorization.slice(7).trim()).pipe(Effect.option)
+    const optionalKey = (authorization: string | undefined): Effect.Effect<Option.Option<ApiKey>> => {
+      const presented = bearerCredential(authorization)
+      return presented === undefined ? noKey : resolveKey(presented).pipe(Effect.option)
+    }
 
     /**
      * optionalKey, decided synchronously for a key this instance has cached: the key
@@ -158,13 +174,9 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
      * key, and UNDECIDED for one that is not cached (a read would be needed).
      */
     const optionalKeyNow = (authorization: string | undefined, clientIp: string): Option.Option<ApiKey> | Undecided => {
-      if (!authorization || !authorization.startsWith("Bearer ")) return Option.none()
-      const presented = authorization.slice(7).trim()
-      if (!API_KEY_PATTERN.test(presented)) return Option.none()
-      const hash = hashSecret(presented)
-      const key = repo.findByHashNow(hash)
-      if (key === UNDECIDED) return UNDECIDED
-      return keyMatches(key, hash) && keyRefusal(key, clientIp) === undefined ? Option.some(key) : Option.none()
+      const presented = bearerCredential(authorization)
+      const key = presented === undefined ? undefined : resolveKeyNow(presented, clientIp)
+      return key === UNDECIDED ? UNDECIDED : Option.fromNullable(key)
     }
 
     return { authenticate, authenticateNow, optionalKey, optionalKeyNow, resolveKey }

@@ -227,7 +227,7 @@ export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undef
   !keyedRoute || authorization === undefined || !authorization.startsWith("Bearer ")
 
 /** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
-const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
+export const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
 
 /** The scope check of a keyed route, from the scopes its contract documents. */
 const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
@@ -299,9 +299,10 @@ export const admitRequestNow = (
   authenticateNow?: Authenticator["authenticateNow"]
 ): Errors.ApiError | undefined | Undecided => {
   const match = matchRoute(ROUTES, method, meta.path)
-  if (match !== undefined && carriesBody(method) && gates.has(match.route.id)) return UNDECIDED
+  const withBody = match !== undefined && carriesBody(method)
+  if (withBody && gates.has(match.route.id)) return UNDECIDED
   const authorization = headerOf(headers, "authorization")
-  const keyed = match !== undefined && carriesBody(method) && match.route.keyed
+  const keyed = withBody && match.route.keyed
   if (keyed && (authenticateNow === undefined || authorization === undefined || !authorization.startsWith("Bearer "))) {
     return UNDECIDED
   }

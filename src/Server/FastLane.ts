@@ -39,6 +39,7 @@ import { requestMetas } from "./AccessLog.js"
 import {
   admitRequest,
   admitRequestNow,
+  bearerToken,
   bodyScanError,
   type EdgeHeaders,
   edgeHeaders,
@@ -181,7 +182,7 @@ export const makeFastRoutes = Effect.gen(function*() {
       // admitRequest authenticated the key and checked the attest scope before the body was read
       const principal = meta.principal !== undefined
         ? Effect.succeed(meta.principal)
-        : auth.authenticate((headerOf(headers, "authorization") ?? "").slice("Bearer ".length).trim())
+        : auth.authenticate(bearerToken(headerOf(headers, "authorization")))
       return Effect.flatMap(principal, (principal) => {
         const payload = decodeAttest(text)
         return Either.isLeft(payload)

@@ -163,20 +163,23 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
      * Undefined on Postgres and in memory, where there is no such connection.
      */
     const reader = yield* SqliteReader
-    const findByHashNow = reader === undefined ? undefined : (hash: string): AttestationStatus | undefined | Undecided => {
-      const row = reader.first(STATUS_BY_HASH, hash)
-      return row === undefined || row === UNDECIDED ? row : statusRow(row)
-    }
+    /** The first row of `source` on the reader, decoded; undefined when none, UNDECIDED while the file is busy. */
+    const firstNow = reader === undefined
+      ? undefined
+      : <A>(decode: (row: unknown) => A, source: string, ...params: ReadonlyArray<unknown>): A | undefined | Undecided => {
+        const row = reader.first(source, ...params)
+        return row === undefined || row === UNDECIDED ? row : decode(row)
+      }
+    const findByHashNow = firstNow && ((hash: string): AttestationStatus | undefined | Undecided => firstNow(statusRow, STATUS_BY_HASH, hash))
 
     /**
      * The source of `keyId`'s live claim on the attestation `seq` (a key holds at most
      * one: index claims_live), read as findByHashNow reads: liveClaims' answer for one
      * attestation, as a keyed verify needs it. Undefined on Postgres and in memory.
      */
-    const liveClaimNow = reader === undefined ? undefined : (keyId: string, seq: number): { readonly source: string | null } | undefined | Undecided => {
-      const row = reader.first(LIVE_CLAIM_SOURCE, keyId, seq)
-      return row === undefined || row === UNDECIDED ? row : claimSourceRow(row)
-    }
+    const liveClaimNow = firstNow &&
+      ((keyId: string, seq: number): { readonly source: string | null } | undefined | Undecided =>
+        firstNow(claimSourceRow, LIVE_CLAIM_SOURCE, keyId, seq))
 
     // The keyed verifies of one turn read their keys' claims in one statement too (a
     // group read, as their lookups are): the claims of any of their keys on any of

@@ -29,6 +29,15 @@ const cycling = (hashes) => {
   }
 }
 
+/** A POST of the `existing` hashes in turn to `path`, with `key` as its bearer credential when given. */
+const cycledPost = (path, existing, key) => ({
+  method: "POST",
+  path,
+  headers: key === undefined ? JSON_HEADERS : { ...JSON_HEADERS, authorization: `Bearer ${key}` },
+  body: JSON.stringify({ hash_hex: existing[0] }),
+  setupRequest: cycling(existing)
+})
+
 /**
  * Scenario name → { server, baseline, describe, request(ctx) } where ctx is
  * { key, existing } for attestd. `baseline` is the bare scenario it is compared to.
@@ -72,38 +81,20 @@ export const SCENARIOS = {
     server: "attestd",
     baseline: "bare-post",
     describe: "POST /v1/attest, 1000 pre-attested hashes cycled (same key)",
-    request: ({ key, existing }) => ({
-      method: "POST",
-      path: "/v1/attest",
-      headers: { ...JSON_HEADERS, authorization: `Bearer ${key}` },
-      body: JSON.stringify({ hash_hex: existing[0] }),
-      setupRequest: cycling(existing)
-    })
+    request: ({ key, existing }) => cycledPost("/v1/attest", existing, key)
   },
   verify: {
     server: "attestd",
     baseline: "bare-post",
     target: { sqlite: 0.25, pg: 0.2 },
     describe: "POST /v1/verify (public, no key), 1000 existing hashes cycled",
-    request: ({ existing }) => ({
-      method: "POST",
-      path: "/v1/verify",
-      headers: JSON_HEADERS,
-      body: JSON.stringify({ hash_hex: existing[0] }),
-      setupRequest: cycling(existing)
-    })
+    request: ({ existing }) => cycledPost("/v1/verify", existing)
   },
   "verify-keyed": {
     server: "attestd",
     baseline: "bare-post",
     describe: "POST /v1/verify with the key that attested them (its claim's source in the answer), 1000 existing hashes cycled",
-    request: ({ key, existing }) => ({
-      method: "POST",
-      path: "/v1/verify",
-      headers: { ...JSON_HEADERS, authorization: `Bearer ${key}` },
-      body: JSON.stringify({ hash_hex: existing[0] }),
-      setupRequest: cycling(existing)
-    })
+    request: ({ key, existing }) => cycledPost("/v1/verify", existing, key)
   }
 }
 

@@ -9,9 +9,9 @@
 // Environment:
 //   BENCH_DURATION     seconds per measured run (10)      BENCH_WARMUP  seconds of warm-up per run (2)
 //   BENCH_CONNECTIONS  autocannon connections (50)        BENCH_SEED    pre-attested hashes (1000)
-//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, profile, instructions, statements, allocations, sqlite-worker, mixed, merkle, seal, anchor, webhooks, tags, scan;
-//                      "http" = baseline,sqlite,pg; "pipeline" = seal,anchor,webhooks,tags,scan
-//                      (default: baseline, floor, costs, sqlite, pg, merkle; profile is added by BENCH_PROFILE=1; the
+//   BENCH_ONLY         sections to run: baseline, floor, costs, sqlite, pg, ceiling, profile, instructions, statements, allocations, sqlite-worker, mixed, merkle, seal, anchor, webhooks, tags, scan;
+//                      "http" = baseline,sqlite,pg,ceiling; "pipeline" = seal,anchor,webhooks,tags,scan
+//                      (default: baseline, floor, costs, sqlite, pg, ceiling, merkle; profile is added by BENCH_PROFILE=1; the
 //                      pipeline sections run only when named, each takes ~0.5-3 min)
 //   BENCH_FLOOR_HASHES hashes per floor measurement (20000): scripts/bench/floor.mjs measures, in this
 //                      process, signing with a parsed key, a group-committed insert of 64 rows per
@@ -21,6 +21,10 @@
 //                      process over the compiled service, what a request's parts cost (a fiber, a
 //                      statement through @effect/sql beside the driver, a row decode with and without
 //                      its renames, an access-log line), the figures README's performance section cites
+//   ceiling            attest-new against scripts/bench/ceiling-server.mjs, the same work (the service's
+//                      schema, statements, durability, signing, key lookup, answer) written by hand with
+//                      no framework, on BENCH_CEILING_STORES (sqlite,pg): what req/s this machine allows
+//                      attest-new at all, beside each attest-new target (runs when attest-new is a scenario)
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_ROUNDS       times the HTTP sections (baseline, sqlite, pg: those selected) run, in turn (1).
 //                      Each round's ratios are to that round's bare POST; the targets then show each
@@ -156,6 +160,14 @@ const SECTIONS = [
   {
     name: "pg",
     run: async () => results.push(...(await benchAttestd({ db: "pg", scenarios: config.scenarios, load, seed: config.seed, serveArgs, log })).results)
+  },
+  {
+    name: "ceiling",
+    run: async () => {
+      const { benchCeiling } = await import(new URL("./bench/ceiling.mjs", import.meta.url).href)
+      const stores = envList("BENCH_CEILING_STORES", ["sqlite", "pg"])
+      if (config.scenarios.includes("attest-new")) results.push(...(await benchCeiling({ stores, load, log })))
+    }
   },
   {
     name: "profile",
@@ -310,7 +322,7 @@ SECTIONS.push({
   }
 })
 
-const ALIASES = { http: ["baseline", "sqlite", "pg"], pipeline: ["seal", "anchor", "webhooks", "tags", "scan"] }
+const ALIASES = { http: ["baseline", "sqlite", "pg", "ceiling"], pipeline: ["seal", "anchor", "webhooks", "tags", "scan"] }
 
 const selected = () => {
   const only = envList("BENCH_ONLY", undefined)
@@ -328,7 +340,7 @@ const selected = () => {
 const fmt = (n, digits = 0) => (n === undefined || n === null || Number.isNaN(n) ? "" : n.toFixed(digits))
 
 /** The HTTP sections, which BENCH_ROUNDS repeats; `round` tags their results (1 for the first). */
-const HTTP_SECTIONS = ["baseline", "sqlite", "pg"]
+const HTTP_SECTIONS = ["baseline", "sqlite", "pg", "ceiling"]
 let round = 1
 
 const baselineOf = (r) => (r.baseline ? results.find((b) => b.scenario === r.baseline && b.round === r.round) : undefined)
@@ -412,7 +424,9 @@ const report = () => {
       lines.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!")
     }
   }
+  const ceilingOf = (r) => results.find((c) => c.server === "ceiling" && c.db === r.db && c.scenario === r.scenario && c.round === r.round)
   const targets = results.filter((r) => r.target !== null && r.ratio !== undefined).map((r) => ({
+    ceiling: ceilingOf(r)?.ratio,
     server: r.server,
     scenario: r.scenario,
     target: r.target,
@@ -428,11 +442,18 @@ const report = () => {
     const cost = ts.map((t) => t.costRatio).filter((x) => x !== undefined)
     return us.length === 0 ? "" : `; server ${fmt(median(us))} µs/req, cost ratio ${fmt(median(cost), 3)}`
   }
+  // what the hand-written server (the ceiling section) reached for the same scenario and store
+  const ceilingText = (ts) => {
+    const cs = ts.map((t) => t.ceiling).filter((x) => x !== undefined)
+    if (cs.length === 0) return ""
+    const ours = median(ts.map((t) => t.ratio))
+    return `; the ceiling server ${fmt(median(cs), 3)}×${cs.length > 1 ? ` (${fmt(Math.min(...cs), 3)}–${fmt(Math.max(...cs), 3)}×)` : ""}, attestd at ${fmt(100 * ours / median(cs))}% of it`
+  }
   if (targets.length > 0 && config.rounds === 1) {
     lines.push("")
     lines.push("targets (× bare POST):")
     for (const t of targets) {
-      lines.push(`  ${t.pass ? "PASS" : "MISS"}  ${t.server} ${t.scenario}: ${fmt(t.ratio, 3)}× (target ≥ ${t.target.toFixed(2)}×${cpuOf([t])})`)
+      lines.push(`  ${t.pass ? "PASS" : "MISS"}  ${t.server} ${t.scenario}: ${fmt(t.ratio, 3)}× (target ≥ ${t.target.toFixed(2)}×${cpuOf([t])}${ceilingText([t])})`)
     }
   } else if (targets.length > 0) {
     // one verdict per target: the median of the rounds' ratios (a round with errors counts as a miss)
@@ -448,7 +469,7 @@ const report = () => {
       const passed = ts.filter((t) => t.pass).length
       const mid = median(ts.map((t) => (t.pass || t.ratio < t.target ? t.ratio : 0)))
       lines.push(
-        `  ${mid >= ts[0].target ? "PASS" : "MISS"}  ${k}: median ${fmt(mid, 3)}× (${fmt(Math.min(...ratios), 3)}–${fmt(Math.max(...ratios), 3)}×; ${passed} of ${ts.length} rounds ≥ ${ts[0].target.toFixed(2)}×${cpuOf(ts)})`
+        `  ${mid >= ts[0].target ? "PASS" : "MISS"}  ${k}: median ${fmt(mid, 3)}× (${fmt(Math.min(...ratios), 3)}–${fmt(Math.max(...ratios), 3)}×; ${passed} of ${ts.length} rounds ≥ ${ts[0].target.toFixed(2)}×${cpuOf(ts)}${ceilingText(ts)})`
       )
     }
   }

@@ -1,0 +1,221 @@
+// The ceiling: the least a server can do for attest-new and still do what attestd
+// must, written by hand with no framework, to learn what req/s this machine allows
+// for that work (issue 12 §3: "attest close to what the machine can do"). Per
+// request, like attestd's fast lane: the body read and parsed, the digest checked,
+// the bearer key's SHA-256 looked up in the keys read at start (attestd's key
+// cache), a per-second counter per key (its rate limiter), a JSON answer of the same
+// fields and headers. Per group of the requests waiting (at most 64, like attestd's
+// group commit: one at a time on SQLite, two at once on Postgres): one SELECT of the
+// group's digests, a P-256 signature per new digest (node:crypto, parsed key, low-S),
+// then BEGIN, one multi-row INSERT of the attestations, one of the claims, COMMIT:
+// the statements attestd runs, on the service's own schema (made by `attestd keys
+// create`) with its durability (SQLite: WAL, synchronous = FULL; Postgres: its
+// default synchronous_commit). Nothing else: no fibers, no schema decoding, no
+// access log, no metrics, no quota, no re-attest branch (every digest is new).
+// A measuring instrument for `npm run bench` (BENCH_ONLY=ceiling), not a server.
+//   DATABASE_URL=sqlite:/path/attestd.db|postgres://… PORT=… node scripts/bench/ceiling-server.mjs
+import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
+import { createServer } from "node:http"
+import { createRequire } from "node:module"
+
+const require = createRequire(import.meta.url)
+const url = process.env.DATABASE_URL ?? ""
+const isPg = url.startsWith("postgres")
+const MAX_BATCH = 64
+const HASH = /^[0-9a-f]{64}$/
+
+// --- signing: a fresh P-256 key, DER, low-S
+const { privateKey } = generateKeyPairSync("ec", { namedCurve: "P-256" })
+const KID = createHash("sha256").update(randomBytes(32)).digest("base64url")
+const N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n
+const derInt = (b) => {
+  let i = 0
+  while (i < b.length - 1 && b[i] === 0) i++
+  const v = b.subarray(i)
+  return v[0] & 0x80 ? Buffer.concat([Buffer.from([2, v.length + 1, 0]), v]) : Buffer.concat([Buffer.from([2, v.length]), v])
+}
+const signT0 = (payload) => {
+  const raw = sign("sha256", Buffer.from(payload), { key: privateKey, dsaEncoding: "ieee-p1363" })
+  let s = raw.subarray(32)
+  const sv = BigInt("0x" + s.toString("hex"))
+  if (sv > N >> 1n) s = Buffer.from((N - sv).toString(16).padStart(64, "0"), "hex")
+  const body = Buffer.concat([derInt(raw.subarray(0, 32)), derInt(s)])
+  return Buffer.concat([Buffer.from([0x30, body.length]), body]).toString("base64")
+}
+// ids and etags from a pool of random bytes, refilled 4 KiB at a time (as attestd's src/Domain/Bytes.ts)
+let pool = randomBytes(4096)
+let used = 0
+const random = (n) => {
+  if (used + n > pool.length) {
+    pool = randomBytes(4096)
+    used = 0
+  }
+  return pool.subarray(used, used += n)
+}
+const micros = (ms) => new Date(ms).toISOString().replace("Z", "000+00:00")
+
+// --- the store: run(sql, params) → rows, on one connection per group worker
+let stores
+let keys
+if (isPg) {
+  const pg = require("pg")
+  const pool = new pg.Pool({ connectionString: url, max: 2 })
+  keys = (await pool.query("SELECT id, key_hash, org_id FROM api_keys WHERE revoked_at IS NULL")).rows
+  const store = () => {
+    const client = pool.connect()
+    return async (sql, params = []) => (await (await client).query(sql, params)).rows
+  }
+  stores = [store(), store()]
+} else {
+  const Database = require("better-sqlite3")
+  const db = new Database(url.slice("sqlite:".length))
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = FULL")
+  db.pragma("foreign_keys = ON")
+  db.pragma("busy_timeout = 10000")
+  db.pragma("wal_autocheckpoint = 10000")
+  const cache = new Map()
+  const prepared = (sql) => cache.get(sql) ?? cache.set(sql, db.prepare(sql)).get(sql)
+  keys = db.prepare("SELECT id, key_hash, org_id FROM api_keys WHERE revoked_at IS NULL").all()
+  stores = [async (sql, params = []) => {
+    const s = prepared(sql)
+    return s.reader ? s.all(...params) : (s.run(...params), [])
+  }]
+}
+const keyByHash = new Map(keys.map((k) => [k.key_hash, k]))
+const ph = isPg ? (i) => `$${i + 1}` : () => "?"
+const values = (rows, width) =>
+  rows.map((_, r) => `(${Array.from({ length: width }, (_, c) => ph(r * width + c)).join(",")})`).join(",")
+
+// --- the group commit
+const waiting = []
+let running = 0
+const schedule = () => {
+  while (waiting.length > 0 && running < stores.length) {
+    const store = stores.find((s) => !s.busy)
+    store.busy = true
+    running++
+    const group = waiting.splice(0, MAX_BATCH)
+    commit(store, group).catch((e) => {
+      for (const r of group) reply(r.res, 500, { error: { code: "INTERNAL", message: String(e?.message ?? e) } })
+    }).finally(() => {
+      store.busy = false
+      running--
+      schedule()
+    })
+  }
+}
+
+const commit = async (run, group) => {
+  const hashes = [...new Set(group.map((r) => r.hash))].sort()
+  const found = await run(
+    isPg
+      ? "SELECT seq, id, hash_hex FROM attestations WHERE hash_hex = ANY($1)"
+      : `SELECT seq, id, hash_hex FROM attestations WHERE hash_hex IN (${hashes.map(() => "?").join(",")})`,
+    isPg ? [hashes] : hashes
+  )
+  const known = new Set(found.map((a) => a.hash_hex))
+  const at = micros(Date.now())
+  const rows = hashes.filter((h) => !known.has(h)).map((h) => ({
+    id: "att_" + random(18).toString("base64url"),
+    hash: h,
+    signature: signT0(`2.0.0|${h}|${at}`)
+  }))
+  const byHash = new Map(rows.map((r) => [r.hash, r]))
+  await run("BEGIN")
+  try {
+    const inserted = rows.length === 0 ? [] : await run(
+      `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version) VALUES ${values(rows, 6)}
+       ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`,
+      rows.flatMap((r) => [r.id, r.hash, at, r.signature, KID, "2.0.0"])
+    )
+    for (const a of inserted) byHash.get(a.hash_hex).seq = Number(a.seq)
+    const now = new Date().toISOString()
+    const claims = group.filter((r) => byHash.get(r.hash)?.seq !== undefined).map((r) => {
+      r.etag = random(12).toString("hex")
+      return r
+    })
+    const claimIds = claims.length === 0 ? [] : await run(
+      `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+       VALUES ${values(claims, 9)} ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
+       RETURNING id, attestation_seq`,
+      claims.flatMap((r) => [byHash.get(r.hash).seq, r.key.id, r.key.org_id, null, null, isPg ? false : 0, r.etag, now, now])
+    )
+    await run("COMMIT")
+    const claimBySeq = new Map(claimIds.map((c) => [Number(c.attestation_seq), Number(c.id)]))
+    for (const r of group) {
+      const a = byHash.get(r.hash)
+      if (a?.seq === undefined) {
+        reply(r.res, 409, { error: { code: "CONFLICT", message: "the ceiling server answers new digests only" } })
+        continue
+      }
+      reply(r.res, 201, {
+        id: a.id,
+        hash_hex: r.hash,
+        timestamp: at,
+        signature: a.signature,
+        signing_key_id: KID,
+        format_version: "2.0.0",
+        status: "created",
+        etag: r.etag,
+        claim_id: claimBySeq.get(a.seq),
+        source: null,
+        extra_data: null,
+        client_encrypted: false
+      }, r.headers)
+    }
+  } catch (e) {
+    await run("ROLLBACK").catch(() => {})
+    throw e
+  }
+}
+
+// --- HTTP
+const reply = (res, status, body, extra = {}) => {
+  const text = JSON.stringify(body)
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    "x-request-id": randomUUID(),
+    ...extra
+  })
+  res.end(text)
+}
+const counts = new Map()
+const server = createServer((req, res) => {
+  if (req.method === "GET" && req.url === "/v1/healthz") return reply(res, 200, { status: "ok" })
+  if (req.method !== "POST" || req.url !== "/v1/attest") return reply(res, 404, { error: { code: "NOT_FOUND", message: "not found" } })
+  const chunks = []
+  req.on("data", (c) => chunks.push(c))
+  req.on("end", () => {
+    const auth = req.headers.authorization ?? ""
+    const key = auth.startsWith("Bearer ") ? keyByHash.get(createHash("sha256").update(auth.slice(7)).digest("hex")) : undefined
+    if (key === undefined) return reply(res, 401, { error: { code: "AUTH_ERROR", message: "invalid API key" } })
+    let body
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+    } catch {
+      return reply(res, 400, { error: { code: "VALIDATION_ERROR", message: "body is not JSON" } })
+    }
+    if (typeof body?.hash_hex !== "string" || !HASH.test(body.hash_hex)) {
+      return reply(res, 400, { error: { code: "VALIDATION_ERROR", message: "hash_hex must be 64 lowercase hex characters" } })
+    }
+    const second = Math.floor(Date.now() / 1000)
+    const count = counts.get(key.id)
+    const used = count?.second === second ? ++count.n : (counts.set(key.id, { second, n: 1 }), 1)
+    const headers = {
+      "x-ratelimit-limit": "100000000",
+      "x-ratelimit-remaining": String(100000000 - used),
+      "x-ratelimit-reset": String(second + 1)
+    }
+    waiting.push({ res, hash: body.hash_hex, key, headers })
+    if (running < stores.length) setImmediate(schedule)
+  })
+})
+
+server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? "127.0.0.1", () => {
+  console.log(`ceiling server (${isPg ? "pg" : "sqlite"}) on ${JSON.stringify(server.address())}`)
+})
+const stop = () => server.close(() => process.exit(0))
+process.on("SIGINT", stop)
+process.on("SIGTERM", stop)

@@ -21,10 +21,10 @@
 //                      process over the compiled service, what a request's parts cost (a fiber, a
 //                      statement through @effect/sql beside the driver, a row decode with and without
 //                      its renames, an access-log line), the figures README's performance section cites
-//   ceiling            attest-new against scripts/bench/ceiling-server.mjs, the same work (the service's
-//                      schema, statements, durability, signing, key lookup, answer) written by hand with
-//                      no framework, on BENCH_CEILING_STORES (sqlite,pg): what req/s this machine allows
-//                      attest-new at all, beside each attest-new target (runs when attest-new is a scenario)
+//   ceiling            attest-new and verify (those of BENCH_SCENARIOS) against scripts/bench/ceiling-server.mjs,
+//                      the same work (the service's schema, statements, durability, signing, key lookup,
+//                      limits' counters, answer) written by hand with no framework, on BENCH_CEILING_STORES
+//                      (sqlite,pg): what req/s this machine allows that work at all, beside each target
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
 //   BENCH_ROUNDS       times the HTTP sections (baseline, sqlite, pg: those selected) run, in turn (1).
 //                      Each round's ratios are to that round's bare POST; the targets then show each
@@ -164,9 +164,10 @@ const SECTIONS = [
   {
     name: "ceiling",
     run: async () => {
-      const { benchCeiling } = await import(new URL("./bench/ceiling.mjs", import.meta.url).href)
+      const { benchCeiling, CEILING_SCENARIOS } = await import(new URL("./bench/ceiling.mjs", import.meta.url).href)
       const stores = envList("BENCH_CEILING_STORES", ["sqlite", "pg"])
-      if (config.scenarios.includes("attest-new")) results.push(...(await benchCeiling({ stores, load, log })))
+      const scenarios = CEILING_SCENARIOS.filter((s) => config.scenarios.includes(s))
+      if (scenarios.length > 0) results.push(...(await benchCeiling({ stores, scenarios, seedCount: config.seed, load, log })))
     }
   },
   {

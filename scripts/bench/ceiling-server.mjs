@@ -12,6 +12,10 @@
 // create`) with its durability (SQLite: WAL, synchronous = FULL; Postgres: its
 // default synchronous_commit). Nothing else: no fibers, no schema decoding, no
 // access log, no metrics, no quota, no re-attest branch (every digest is new).
+// POST /v1/verify likewise, as the public verify: the body, the digest, a per-second
+// counter per client address (the public limit), the lookup (SQLite: a prepared
+// statement, at once; Postgres: one `= ANY($1)` SELECT for the verifies that arrive
+// in the same turn, as attestd's group read), the answer's fields.
 // A measuring instrument for `npm run bench` (BENCH_ONLY=ceiling), not a server.
 //   DATABASE_URL=sqlite:/path/attestd.db|postgres://… PORT=… node scripts/bench/ceiling-server.mjs
 import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
@@ -83,6 +87,44 @@ if (isPg) {
   }]
 }
 const keyByHash = new Map(keys.map((k) => [k.key_hash, k]))
+
+// --- verify's lookup: lookup(hash, found(row | undefined))
+const STATUS = "SELECT seq, id, hash_hex, registered_at, level FROM attestations WHERE hash_hex"
+let lookup
+if (isPg) {
+  const pg = require("pg")
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  // the lookups waiting, by digest; one SELECT at a time, for all that wait when it starts
+  let asked = new Map()
+  let busy = false
+  const flush = () => {
+    if (busy || asked.size === 0) return
+    const group = asked
+    asked = new Map()
+    busy = true
+    client.query({ name: "ceiling-verify", text: `${STATUS} = ANY($1)`, values: [[...group.keys()]] }).then((r) => {
+      const byHash = new Map(r.rows.map((a) => [a.hash_hex, a]))
+      for (const [h, fs] of group) for (const f of fs) f(byHash.get(h))
+    }, (e) => {
+      for (const fs of group.values()) for (const f of fs) f(e)
+    }).finally(() => {
+      busy = false
+      flush()
+    })
+  }
+  lookup = (hash, found) => {
+    if (asked.size === 0 && !busy) setImmediate(flush)
+    const fs = asked.get(hash)
+    if (fs) fs.push(found)
+    else asked.set(hash, [found])
+  }
+} else {
+  const Database = require("better-sqlite3")
+  const reader = new Database(url.slice("sqlite:".length), { readonly: true, timeout: 0 })
+  const statement = reader.prepare(`${STATUS} = ?`)
+  lookup = (hash, found) => found(statement.get(hash))
+}
 const ph = isPg ? (i) => `$${i + 1}` : () => "?"
 const values = (rows, width) =>
   rows.map((_, r) => `(${Array.from({ length: width }, (_, c) => ph(r * width + c)).join(",")})`).join(",")
@@ -182,15 +224,22 @@ const reply = (res, status, body, extra = {}) => {
   res.end(text)
 }
 const counts = new Map()
-const server = createServer((req, res) => {
-  if (req.method === "GET" && req.url === "/v1/healthz") return reply(res, 200, { status: "ok" })
-  if (req.method !== "POST" || req.url !== "/v1/attest") return reply(res, 404, { error: { code: "NOT_FOUND", message: "not found" } })
+/** A fixed-window counter per second: the headers attestd sends from its limiter. */
+const count = (id) => {
+  const second = Math.floor(Date.now() / 1000)
+  const c = counts.get(id)
+  const used = c?.second === second ? ++c.n : (counts.set(id, { second, n: 1 }), 1)
+  return {
+    "x-ratelimit-limit": "100000000",
+    "x-ratelimit-remaining": String(100000000 - used),
+    "x-ratelimit-reset": String(second + 1)
+  }
+}
+/** Reads the body, then calls `then(hash)` with its digest, or answers 400. */
+const withDigest = (req, res, then) => {
   const chunks = []
   req.on("data", (c) => chunks.push(c))
   req.on("end", () => {
-    const auth = req.headers.authorization ?? ""
-    const key = auth.startsWith("Bearer ") ? keyByHash.get(createHash("sha256").update(auth.slice(7)).digest("hex")) : undefined
-    if (key === undefined) return reply(res, 401, { error: { code: "AUTH_ERROR", message: "invalid API key" } })
     let body
     try {
       body = JSON.parse(Buffer.concat(chunks).toString("utf8"))
@@ -200,17 +249,38 @@ const server = createServer((req, res) => {
     if (typeof body?.hash_hex !== "string" || !HASH.test(body.hash_hex)) {
       return reply(res, 400, { error: { code: "VALIDATION_ERROR", message: "hash_hex must be 64 lowercase hex characters" } })
     }
-    const second = Math.floor(Date.now() / 1000)
-    const count = counts.get(key.id)
-    const used = count?.second === second ? ++count.n : (counts.set(key.id, { second, n: 1 }), 1)
-    const headers = {
-      "x-ratelimit-limit": "100000000",
-      "x-ratelimit-remaining": String(100000000 - used),
-      "x-ratelimit-reset": String(second + 1)
-    }
-    waiting.push({ res, hash: body.hash_hex, key, headers })
+    then(body.hash_hex)
+  })
+}
+const verify = (req, res) =>
+  withDigest(req, res, (hash) => {
+    const headers = count(req.socket.remoteAddress)
+    lookup(hash, (a) => {
+      if (a instanceof Error) return reply(res, 500, { error: { code: "INTERNAL", message: a.message } })
+      reply(res, 200, a === undefined ? { exists: false, hash_hex: hash } : {
+        exists: true,
+        hash_hex: a.hash_hex,
+        id: a.id,
+        timestamp: a.registered_at,
+        level: a.level,
+        verified_at: new Date().toISOString().replace("Z", "000+00:00")
+      }, headers)
+    })
+  })
+const attest = (req, res) => {
+  const auth = req.headers.authorization ?? ""
+  const key = auth.startsWith("Bearer ") ? keyByHash.get(createHash("sha256").update(auth.slice(7)).digest("hex")) : undefined
+  if (key === undefined) return reply(res, 401, { error: { code: "AUTH_ERROR", message: "invalid API key" } })
+  withDigest(req, res, (hash) => {
+    waiting.push({ res, hash, key, headers: count(key.id) })
     if (running < stores.length) setImmediate(schedule)
   })
+}
+const server = createServer((req, res) => {
+  if (req.method === "GET" && req.url === "/v1/healthz") return reply(res, 200, { status: "ok" })
+  if (req.method === "POST" && req.url === "/v1/verify") return verify(req, res)
+  if (req.method === "POST" && req.url === "/v1/attest") return attest(req, res)
+  reply(res, 404, { error: { code: "NOT_FOUND", message: "not found" } })
 })
 
 server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? "127.0.0.1", () => {

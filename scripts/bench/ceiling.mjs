@@ -1,14 +1,30 @@
-// The ceiling section: attest-new against scripts/bench/ceiling-server.mjs (the work
-// attestd must do, by hand, with no framework) on each store, in the same run as the
-// bare POST and attestd, so the report can put each attest-new target beside what
+// The ceiling section: attest-new and verify against scripts/bench/ceiling-server.mjs
+// (the work attestd must do, by hand, with no framework) on each store, in the same
+// run as the bare POST and attestd, so the report can put each target beside what
 // this machine reaches for that work at all.
 import { mkdtempSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SCENARIOS } from "./http.mjs"
-import { attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
+import { attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, randomHashHex, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
 
-export const benchCeiling = async ({ stores = ["sqlite", "pg"], load, log = console.log }) => {
+/** The ceiling server's own attests of `hashes` (it has no batch route), 50 at a time. */
+const seed = async (url, key, hashes) => {
+  for (let i = 0; i < hashes.length; i += 50) {
+    await Promise.all(hashes.slice(i, i + 50).map(async (hash_hex) => {
+      const res = await fetch(`${url}/v1/attest`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ hash_hex })
+      })
+      if (res.status !== 201) throw new Error(`ceiling seed: ${res.status} ${await res.text()}`)
+    }))
+  }
+}
+
+export const CEILING_SCENARIOS = ["attest-new", "verify"]
+
+export const benchCeiling = async ({ stores = ["sqlite", "pg"], scenarios = CEILING_SCENARIOS, seedCount = 1000, load, log = console.log }) => {
   const out = []
   for (const db of stores) {
     const dir = mkdtempSync(path.join(os.tmpdir(), "attestd-ceiling-"))
@@ -26,11 +42,15 @@ export const benchCeiling = async ({ stores = ["sqlite", "pg"], load, log = cons
       })
       const url = `http://127.0.0.1:${port}`
       await waitHealthy(server, `${url}/v1/healthz`)
-      const spec = SCENARIOS["attest-new"]
-      log(`  ceiling ${db} attest-new: the same work by a hand-written server (scripts/bench/ceiling-server.mjs) …`)
-      const result = await runLoad({ ...load, url, request: spec.request({ key }), serverPid: server.pid, postgres: db === "pg", title: `ceiling ${db} attest-new` })
-      log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req`)
-      out.push({ server: "ceiling", db, scenario: "attest-new", describe: "the same work, hand-written", baseline: spec.baseline, target: null, ...result })
+      const existing = Array.from({ length: seedCount }, randomHashHex)
+      await seed(url, key, existing)
+      for (const scenario of scenarios) {
+        const spec = SCENARIOS[scenario]
+        log(`  ceiling ${db} ${scenario}: the same work by a hand-written server (scripts/bench/ceiling-server.mjs) …`)
+        const result = await runLoad({ ...load, url, request: spec.request({ key, existing }), serverPid: server.pid, postgres: db === "pg", title: `ceiling ${db} ${scenario}` })
+        log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req`)
+        out.push({ server: "ceiling", db, scenario, describe: "the same work, hand-written", baseline: spec.baseline, target: null, ...result })
+      }
     } finally {
       await server?.stop()
       rmSync(dir, { recursive: true, force: true })

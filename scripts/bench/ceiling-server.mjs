@@ -18,7 +18,7 @@
 // in the same turn, as attestd's group read), the answer's fields.
 // A measuring instrument for `npm run bench` (BENCH_ONLY=ceiling), not a server.
 //   DATABASE_URL=sqlite:/path/attestd.db|postgres://… PORT=… node scripts/bench/ceiling-server.mjs
-import { createHash, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
+import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
 import { createServer } from "node:http"
 import { createRequire } from "node:module"
 
@@ -278,6 +278,8 @@ const attest = (req, res) => {
 }
 const server = createServer((req, res) => {
   if (req.method === "GET" && req.url === "/v1/healthz") return reply(res, 200, { status: "ok" })
+  // its public key, so a check can verify what it signs (not used under load)
+  if (req.method === "GET" && req.url === "/v1/public-key") return reply(res, 200, createPublicKey(privateKey).export({ format: "jwk" }))
   if (req.method === "POST" && req.url === "/v1/verify") return verify(req, res)
   if (req.method === "POST" && req.url === "/v1/attest") return attest(req, res)
   reply(res, 404, { error: { code: "NOT_FOUND", message: "not found" } })

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { SCENARIOS } from "./http.mjs"
-import { attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, randomHashHex, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
+import { analyzePg, attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, randomHashHex, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
 
 /** The ceiling server's own attests of `hashes` (it has no batch route), 50 at a time. */
 const seed = async (url, key, hashes) => {
@@ -45,6 +45,7 @@ export const benchCeiling = async ({ stores = ["sqlite", "pg"], scenarios = CEIL
       const existing = Array.from({ length: seedCount }, randomHashHex)
       await seed(url, key, existing)
       for (const scenario of scenarios) {
+        if (db === "pg") await analyzePg(databaseUrl)
         const spec = SCENARIOS[scenario]
         log(`  ceiling ${db} ${scenario}: the same work by a hand-written server (scripts/bench/ceiling-server.mjs) …`)
         const result = await runLoad({ ...load, url, request: spec.request({ key, existing }), serverPid: server.pid, postgres: db === "pg", title: `ceiling ${db} ${scenario}` })

@@ -3,6 +3,7 @@
 // hashes) and drive every scenario against it.
 import * as path from "node:path"
 import {
+  analyzePg,
   attestationStats,
   BENCH_DIR,
   createApiKey,
@@ -159,7 +160,9 @@ export const withSeededAttestd = async ({ db, label = db, seed = 1000, profileDi
     const existing = Array.from({ length: seed }, randomHashHex)
     const created = await seedHashes(server.url, key, existing)
     if (created !== seed) throw new Error(`seeded ${created} of ${seed} hashes`)
-    const result = await use(server, { key, existing })
+    // before each scenario on Postgres: the statistics autovacuum would keep (lib.mjs analyzePg)
+    const analyze = db === "pg" ? () => analyzePg(databaseUrl) : async () => {}
+    const result = await use(server, { key, existing, analyze })
     await server.stop()
     server = undefined
     return result
@@ -177,7 +180,10 @@ export const withSeededAttestd = async ({ db, label = db, seed = 1000, profileDi
 export const benchAttestd = async ({ db, scenarios = ATTESTD_SCENARIOS, load, seed = 1000, profileDir, serveArgs = [], label = db, log = console.log }) => {
   const out = await withSeededAttestd({ db, label, seed, profileDir, serveArgs, log }, async (server, ctx) => {
     const results = []
-    for (const s of scenarios) results.push(await runScenario({ server, label, scenario: s, ctx, load, postgres: db === "pg", log }))
+    for (const s of scenarios) {
+      await ctx.analyze()
+      results.push(await runScenario({ server, label, scenario: s, ctx, load, postgres: db === "pg", log }))
+    }
     return results
   })
   if (!profileDir) return { results: out }

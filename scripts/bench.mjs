@@ -425,7 +425,7 @@ const report = () => {
       lines.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!")
     }
   }
-  const ceilingOf = (r) => results.find((c) => c.server === "ceiling" && c.db === r.db && c.scenario === r.scenario && c.round === r.round)
+  const ceilingOf = (r) => results.find((c) => c.server === `ceiling-${r.db}` && c.scenario === r.scenario && c.round === r.round)
   const targets = results.filter((r) => r.target !== null && r.ratio !== undefined).map((r) => ({
     ceiling: ceilingOf(r)?.ratio,
     server: r.server,

@@ -50,7 +50,7 @@ export const benchCeiling = async ({ stores = ["sqlite", "pg"], scenarios = CEIL
         log(`  ceiling ${db} ${scenario}: the same work by a hand-written server (scripts/bench/ceiling-server.mjs) …`)
         const result = await runLoad({ ...load, url, request: spec.request({ key, existing }), serverPid: server.pid, postgres: db === "pg", title: `ceiling ${db} ${scenario}` })
         log(`    ${Math.round(result.rps)} req/s, p50 ${result.p50} ms, p99 ${result.p99} ms, server ${result.serverCpuUsPerReq?.toFixed(0)} µs CPU/req`)
-        out.push({ server: "ceiling", db, scenario, describe: "the same work, hand-written", baseline: spec.baseline, target: null, ...result })
+        out.push({ server: `ceiling-${db}`, db, scenario, describe: "the same work, hand-written", baseline: spec.baseline, target: null, ...result })
       }
     } finally {
       await server?.stop()

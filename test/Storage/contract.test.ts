@@ -155,6 +155,53 @@ for (const dialect of await dialects()) {
         }
       })
 
+      it("writes new attestations with one read and two inserts in a transaction, and answers them as stored", async () => {
+        const { traced, texts } = notingRuntime(db)
+        try {
+          const { key } = await rt.runPromise(newKey())
+          const hashes = [randomHash(), randomHash(), randomHash()]
+          await traced.runtime() // built before counting (the signer registers its key)
+          texts.length = 0
+          const results = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
+            a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
+          expect(results.map((r) => r.created)).toEqual([true, true, true])
+          // (BEGIN and COMMIT have no span of their own)
+          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
+          const repo = await rt.runPromise(AttestationRepo)
+          const stored = await rt.runPromise(repo.findByHashes(hashes))
+          expect(new Map(stored.map((a) => [a.hashHex, a]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation])))
+          const claims = await rt.runPromise(repo.liveClaims(key.id, results.map((r) => r.attestation.seq)))
+          expect(new Map(claims.map((c) => [c.attestationSeq, c]))).toEqual(new Map(results.map((r) => [r.attestation.seq, r.claim])))
+        } finally {
+          await traced.dispose()
+        }
+      })
+
+      it("two instances attesting the same new digests at once: one attestation each, every key its claim", async () => {
+        const other = makeRuntime(db)
+        try {
+          const [{ key: k1 }, { key: k2 }] = await rt.runPromise(Effect.all([newKey(), newKey()]))
+          for (let round = 0; round < 5; round++) {
+            const hashes = Array.from({ length: 12 }, () => randomHash())
+            const attestAll = (runtime: Runtime, key: ApiKey) =>
+              runtime.runPromise(Effect.all(hashes.map((h) => attestOne(key, h)), { concurrency: "unbounded" }))
+            const [a, b] = await Promise.all([attestAll(rt, k1), attestAll(other, k2)])
+            hashes.forEach((h, i) => {
+              expect(a[i]!.attestation.id).toBe(b[i]!.attestation.id)
+              expect([a[i]!.created, b[i]!.created].filter(Boolean)).toHaveLength(1)
+              expect([a[i]!.claim.apiKeyId, b[i]!.claim.apiKeyId]).toEqual([k1.id, k2.id])
+            })
+            const repo = await rt.runPromise(AttestationRepo)
+            expect(await rt.runPromise(repo.findByHashes(hashes))).toHaveLength(hashes.length)
+            const seqs = a.map((r) => r.attestation.seq)
+            expect(await rt.runPromise(repo.liveClaims(k1.id, seqs))).toHaveLength(hashes.length)
+            expect(await rt.runPromise(repo.liveClaims(k2.id, seqs))).toHaveLength(hashes.length)
+          }
+        } finally {
+          await other.dispose()
+        }
+      })
+
       it("gives each key its own claim on one attestation", async () => {
         const [k1, k2] = await rt.runPromise(Effect.all([newKey(), newKey()]))
         const hash = randomHash()

@@ -18,6 +18,7 @@ import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
+import pg from "pg"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { randomHash, WIRE_TIME } from "../helpers/server.js"
 
@@ -199,6 +200,44 @@ for (const dialect of await dialects()) {
           }
         } finally {
           await other.dispose()
+        }
+      })
+
+      // SQLite has one writer per file (a second one waits for the lock before it reads), so
+      // the race needs Postgres: the other writer's INSERT is held open until ours waits on it.
+      if (dialect === "pg") it("an attest whose digest another writer inserts first reads it back and claims it, not created", async () => {
+        const { key } = await rt.runPromise(newKey())
+        const model = await rt.runPromise(attestOne(key, randomHash()))
+        const hash = randomHash()
+        const theirs = newAttestationId()
+        const writer = new pg.Client({ connectionString: db.url })
+        const watcher = new pg.Client({ connectionString: db.url })
+        await writer.connect()
+        await watcher.connect()
+        try {
+          await writer.query("BEGIN")
+          await writer.query(
+            `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+             VALUES ($1, $2, $3, $4, $5, '2.0.0')`,
+            [theirs, hash, model.attestation.registeredAt, model.attestation.signature, model.attestation.signingKeyId]
+          )
+          const ours = rt.runPromise(attestOne(key, hash, { source: "late" }))
+          // positive control: our INSERT is waiting on the other writer's row lock
+          const deadline = Date.now() + 10_000
+          while ((await watcher.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0].n < 1) {
+            if (Date.now() > deadline) throw new Error("our attest never waited on the other writer's insert")
+            await new Promise((r) => setTimeout(r, 10))
+          }
+          await writer.query("COMMIT")
+          const r = await ours
+          expect(r.created).toBe(false)
+          expect(r.attestation.id).toBe(theirs)
+          expect(r.claim).toMatchObject({ apiKeyId: key.id, attestationSeq: r.attestation.seq, source: "late" })
+          const repo = await rt.runPromise(AttestationRepo)
+          expect(await rt.runPromise(repo.liveClaims(key.id, [r.attestation.seq]))).toEqual([r.claim])
+        } finally {
+          await writer.end()
+          await watcher.end()
         }
       })
 

@@ -26,7 +26,7 @@
 //                      limits' counters, answer) written by hand with no framework, on BENCH_CEILING_STORES
 //                      (sqlite,pg): what req/s this machine allows that work at all, beside each target
 //   BENCH_SCENARIOS    attestd scenarios (trivial-get,attest-new,attest-existing,verify)
-//   BENCH_ROUNDS       times the HTTP sections (baseline, sqlite, pg: those selected) run, in turn (1).
+//   BENCH_ROUNDS       times the HTTP sections (baseline, sqlite, pg, ceiling: those selected) run, in turn (1).
 //                      Each round's ratios are to that round's bare POST; the targets then show each
 //                      one's median ratio, its range and how many rounds reached it. The machine's
 //                      speed swings within minutes, so one round's verdict says little

@@ -16,6 +16,9 @@
 // counter per client address (the public limit), the lookup (SQLite: a prepared
 // statement, at once; Postgres: one `= ANY($1)` SELECT for the verifies that arrive
 // in the same turn, as attestd's group read), the answer's fields.
+// Its low-S DER and its pool of random bytes are written here rather than taken from
+// src/ (the service uses @noble/curves, src/Domain/T0.ts, and src/Domain/Bytes.ts): it
+// measures the least the work costs, on no build of the service.
 // A measuring instrument for `npm run bench` (BENCH_ONLY=ceiling), not a server.
 //   DATABASE_URL=sqlite:/path/attestd.db|postgres://… PORT=… node scripts/bench/ceiling-server.mjs
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
@@ -25,6 +28,8 @@ import { createRequire } from "node:module"
 const require = createRequire(import.meta.url)
 const url = process.env.DATABASE_URL ?? ""
 const isPg = url.startsWith("postgres")
+/** CEILING_PG_WRITE=cte: the experiment of commitCte (below) instead of attestd's statements. */
+const ONE_STATEMENT = process.env.CEILING_PG_WRITE === "cte"
 const MAX_BATCH = 64
 const HASH = /^[0-9a-f]{64}$/
 
@@ -164,7 +169,7 @@ const commit = async (run, group) => {
     signature: signT0(`2.0.0|${h}|${at}`)
   }))
   const byHash = new Map(rows.map((r) => [r.hash, r]))
-  if (isPg && process.env.CEILING_PG_WRITE === "cte") return commitCte(run, group, rows, byHash, at)
+  if (isPg && ONE_STATEMENT) return commitCte(run, group, rows, byHash, at)
   await run("BEGIN")
   try {
     const inserted = rows.length === 0 ? [] : await run(

@@ -58,7 +58,6 @@ const model = () => {
   }
 }
 
-/** A clock that stands at `ms`. */
 describe("the in-memory limiter", () => {
   it("property: answers as the model does", () => {
     fc.assert(

@@ -11,7 +11,7 @@ import { isIP } from "node:net"
 import { RateLimited } from "../Domain/Errors.js"
 import type { AppConfigShape } from "../Platform/Config.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
-import type { RateLimiter, Verdict } from "./RateLimiter.js"
+import { type RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 /** The first four groups of an IPv6 address, or undefined when it is not one. */
@@ -122,7 +122,7 @@ export const chargePublic = (
     const second = Math.floor(now / 1000)
     const blocked = blockedRefusal(limiter, bucket, limit, cost, second, meta)
     if (blocked) return Effect.fail(blocked)
-    return Effect.flatMap(limiter.hit(bucket, limit, 60, cost), (verdict) => {
+    return Effect.flatMap(limiter.hit(bucket, limit, WINDOW_SECONDS, cost), (verdict) => {
       const refused = verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)
       return refused ? Effect.fail(refused) : Effect.void
     })
@@ -151,7 +151,7 @@ export const chargePublicNow = (
     meta.publicCharged = true
     return blocked
   }
-  const verdict = limiter.hitNow(bucket, limit, 60, cost, nowMillis)
+  const verdict = limiter.hitNow(bucket, limit, WINDOW_SECONDS, cost, nowMillis)
   if (verdict === undefined) return UNDECIDED
   meta.publicCharged = true
   return verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)

@@ -6,7 +6,8 @@
 // cache), a per-second counter per key (its rate limiter), a JSON answer of the same
 // fields and headers. Per group of the requests waiting (at most 64, like attestd's
 // group commit: one at a time on SQLite, two at once on Postgres): one SELECT of the
-// group's digests, a P-256 signature per new digest (node:crypto, parsed key, low-S),
+// group's digests, a P-256 signature per new digest (low-S; its nonce made ahead of
+// time on a worker thread, as attestd's; node:crypto's sign with CEILING_SIGN=node),
 // then BEGIN, one multi-row INSERT of the attestations, one of the claims, COMMIT:
 // the statements attestd runs, on the service's own schema (made by `attestd keys
 // create`) with its durability (SQLite: WAL, synchronous = FULL; Postgres: its
@@ -23,6 +24,7 @@
 //   DATABASE_URL=sqlite:/path/attestd.db|postgres://… PORT=… node scripts/bench/ceiling-server.mjs
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
 import { createServer } from "node:http"
+import { Worker } from "node:worker_threads"
 import { createRequire } from "node:module"
 
 const require = createRequire(import.meta.url)
@@ -43,13 +45,55 @@ const derInt = (b) => {
   const v = b.subarray(i)
   return v[0] & 0x80 ? Buffer.concat([Buffer.from([2, v.length + 1, 0]), v]) : Buffer.concat([Buffer.from([2, v.length]), v])
 }
-const signT0 = (payload) => {
-  const raw = sign("sha256", Buffer.from(payload), { key: privateKey, dsaEncoding: "ieee-p1363" })
-  let s = raw.subarray(32)
-  const sv = BigInt("0x" + s.toString("hex"))
-  if (sv > N >> 1n) s = Buffer.from((N - sv).toString(16).padStart(64, "0"), "hex")
-  const body = Buffer.concat([derInt(raw.subarray(0, 32)), derInt(s)])
+const hex32 = (v) => Buffer.from(v.toString(16).padStart(64, "0"), "hex")
+const derOf = (r, s) => {
+  const body = Buffer.concat([derInt(r), derInt(s)])
   return Buffer.concat([Buffer.from([0x30, body.length]), body]).toString("base64")
+}
+const lowS = (s) => s > N >> 1n ? N - s : s
+const signWithNode = (payload) => {
+  const raw = sign("sha256", Buffer.from(payload), { key: privateKey, dsaEncoding: "ieee-p1363" })
+  return derOf(raw.subarray(0, 32), hex32(lowS(BigInt("0x" + raw.subarray(32).toString("hex")))))
+}
+// Nonces made ahead of time, as attestd's src/Platform/Presign.ts (CEILING_SIGN=node: node:crypto's
+// sign for every digest): a worker thread makes (r, k⁻¹) pairs, a signature is s = k⁻¹(e + r·d) mod n.
+const D = BigInt("0x" + Buffer.from(privateKey.export({ format: "jwk" }).d, "base64url").toString("hex"))
+const nonces = []
+let asked = false
+const nonceWorker = process.env.CEILING_SIGN === "node" ? undefined : new Worker(`
+const { parentPort } = require("node:worker_threads"), ecdh = require("node:crypto").createECDH("prime256v1"), N = ${N}n
+const pow = (b, e) => { let r = 1n; for (; e > 0n; e >>= 1n, b = b * b % N) if (e & 1n) r = r * b % N; return r }
+parentPort.on("message", (count) => {
+  const ks = [], rs = [], out = []
+  while (ks.length < count) {
+    ecdh.generateKeys()
+    ks.push(BigInt("0x" + ecdh.getPrivateKey("hex"))); rs.push(BigInt("0x" + ecdh.getPublicKey("hex").slice(2, 66)) % N)
+  }
+  const prefix = []; let acc = 1n
+  for (const k of ks) { prefix.push(acc); acc = acc * k % N }
+  let inv = pow(acc, N - 2n)
+  for (let i = count - 1; i >= 0; i--) { out[2 * i] = rs[i]; out[2 * i + 1] = inv * prefix[i] % N; inv = inv * ks[i] % N }
+  parentPort.postMessage(out)
+})`, { eval: true })
+const askForNonces = () => {
+  if (nonceWorker === undefined || asked || nonces.length > 1024 - 256) return
+  asked = true
+  nonceWorker.postMessage(256)
+}
+nonceWorker?.unref()
+nonceWorker?.on("message", (flat) => {
+  asked = false
+  for (let i = 0; i < flat.length; i += 2) nonces.push([flat[i], flat[i + 1]])
+  askForNonces()
+})
+askForNonces()
+const signT0 = (payload) => {
+  const nonce = nonces.pop()
+  askForNonces()
+  if (nonce === undefined) return signWithNode(payload)
+  const [r, kInv] = nonce
+  const e = BigInt("0x" + createHash("sha256").update(payload).digest("hex"))
+  return derOf(hex32(r), hex32(lowS(kInv * ((e + r * D) % N) % N)))
 }
 // ids and etags from a pool of random bytes, refilled 4 KiB at a time (as attestd's src/Domain/Bytes.ts)
 let pool = randomBytes(4096)

@@ -2,6 +2,7 @@
 // (the work attestd must do, by hand, with no framework) on each store, in the same
 // run as the bare POST and attestd, so the report can put each target beside what
 // this machine reaches for that work at all.
+import { createPublicKey, verify } from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -9,7 +10,9 @@ import { SCENARIOS } from "./http.mjs"
 import { analyzePg, attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, randomHashHex, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
 
 /** The ceiling server's own attests of `hashes` (it has no batch route), 50 at a time. */
+/** Attests `hashes` and checks every signature against the ceiling's public key: a wrong signer must not be timed. */
 const seed = async (url, key, hashes) => {
+  const publicKey = createPublicKey({ key: await (await fetch(`${url}/v1/public-key`)).json(), format: "jwk" })
   for (let i = 0; i < hashes.length; i += 50) {
     await Promise.all(hashes.slice(i, i + 50).map(async (hash_hex) => {
       const res = await fetch(`${url}/v1/attest`, {
@@ -18,6 +21,11 @@ const seed = async (url, key, hashes) => {
         body: JSON.stringify({ hash_hex })
       })
       if (res.status !== 201) throw new Error(`ceiling seed: ${res.status} ${await res.text()}`)
+      const a = await res.json()
+      const payload = Buffer.from(`2.0.0|${hash_hex}|${a.timestamp}`)
+      if (!verify("sha256", payload, { key: publicKey, dsaEncoding: "der" }, Buffer.from(a.signature, "base64"))) {
+        throw new Error(`ceiling seed: the signature of ${hash_hex} does not verify`)
+      }
     }))
   }
 }

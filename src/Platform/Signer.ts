@@ -6,7 +6,7 @@
  * The newest key file is the current one; `attestd signing-keys rotate` adds one.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Runtime } from "effect"
 import {
   createPrivateKey,
   createPublicKey,
@@ -20,6 +20,7 @@ import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
 
 export { jwkThumbprint }
 import { formatMillis } from "../Domain/Time.js"
+import { NoncePool, presigner } from "./Presign.js"
 import { AppConfig } from "./Config.js"
 
 export interface LoadedKey {
@@ -87,8 +88,35 @@ export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
   return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(nowMillis) }
 }
 
+/** node:crypto's signature of `payload`: DER, low-S. */
+export const signPayloadDer = (key: KeyObject, payload: string): Uint8Array =>
+  normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))
+
 export const signPayload = (key: KeyObject, payload: string): string =>
-  Buffer.from(normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))).toString("base64")
+  Buffer.from(signPayloadDer(key, payload)).toString("base64")
+
+/**
+ * Signs with `key`, taking nonces made ahead of time by a pool (src/Platform/Presign.ts)
+ * whose worker thread starts at the first signature and stops with the scope;
+ * node:crypto signs when the pool has none.
+ */
+const pooledSigner = (key: KeyObject) =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const logError = (message: string) => Runtime.runFork(runtime)(Effect.logError(message))
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        new NoncePool({ worker: true, onFailure: (reason) => logError(`signing nonce worker stopped (${reason}); signing with node:crypto`) })
+      ),
+      (pool) => Effect.promise(() => pool.close())
+    )
+    const sign = presigner(key, pool, (payload) => signPayloadDer(key, payload), () =>
+      logError("a signature made with a pooled nonce did not verify; signing with node:crypto from now on"))
+    return (payload: string): string => {
+      const der = sign(payload)
+      return Buffer.from(der.buffer, der.byteOffset, der.length).toString("base64")
+    }
+  })
 
 /** Records public keys in the shared key table (idempotent). */
 export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
@@ -101,7 +129,7 @@ export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
   })
 
 export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const config = yield* AppConfig
     let keys = loadKeys(config.dataDir)
     if (keys.length === 0) {
@@ -110,25 +138,27 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
     }
     yield* registerPublicKeys(keys)
     const current = keys[keys.length - 1]!
+    const sign = yield* pooledSigner(current.privateKey)
     return {
       currentKid: current.kid,
       localKeys: keys as ReadonlyArray<LoadedKey>,
       /** Signs a T0 payload with the current key: Base64 DER, low-S. */
-      sign: (payload: string): string => signPayload(current.privateKey, payload)
+      sign: (payload: string): string => sign(payload)
     }
   })
 }) {}
 
 /** A signer over a fixed in-memory key, for tests. */
 export const layerSignerFromKey = (key: LoadedKey) =>
-  Layer.effect(
+  Layer.scoped(
     Signer,
     Effect.gen(function*() {
       yield* registerPublicKeys([key])
+      const sign = yield* pooledSigner(key.privateKey)
       return Signer.make({
         currentKid: key.kid,
         localKeys: [key],
-        sign: (payload: string) => signPayload(key.privateKey, payload)
+        sign: (payload: string) => sign(payload)
       })
     })
   )

@@ -41,6 +41,7 @@ describe("signWithNonce", () => {
         const nonce = nonceOf(k)
         const der = signWithNonce(d, nonce, payload)!
         const sig = p256.Signature.fromBytes(der, "der")
+        expect(sig.toBytes("der")).toEqual(der)
         expect(sig.r).toBe(nonce.r)
         expect(sig.hasHighS()).toBe(false)
         expect(verifiesWithNode(payload, der)).toBe(true)
@@ -49,6 +50,17 @@ describe("signWithNonce", () => {
       }),
       { numRuns: 60 }
     )
+  })
+
+  it("writes canonical DER for r and s of any length (leading zeros dropped, a zero byte before a high bit)", () => {
+    for (const r of [1n, 0x7fn, 0x80n, 0xffn, 0x100n, 2n ** 247n, 2n ** 255n, N - 1n]) {
+      for (const kInv of [1n, 3n, N - 2n]) {
+        const der = signWithNonce(d, { r, kInv }, "payload")!
+        const sig = p256.Signature.fromBytes(der, "der")
+        expect(sig.r).toBe(r)
+        expect(sig.toBytes("der")).toEqual(der)
+      }
+    }
   })
 
   it("does not verify with a nonce whose k⁻¹ is not its r's", () => {

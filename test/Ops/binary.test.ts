@@ -73,8 +73,27 @@ describe("single executable", () => {
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, verdict: "verified", id, hash_hex: hash })
 
+    // the signer's nonce worker (src/Platform/Presign.ts, an eval'd thread) started with the first
+    // attest: later attests take its nonces, and their signatures verify offline as the first did
+    await sleep(500)
+    const later = await Promise.all(Array.from({ length: 20 }, async () => {
+      const h = randomHex32()
+      const res = await fetch(`${url}/v1/attest`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ hash_hex: h })
+      })
+      expect(res.status).toBe(201)
+      return { h, id: ((await res.json()) as { id: string }).id }
+    }))
+    const last = later[later.length - 1]!
+    writeFileSync(join(dir, "later.json"), await fetch(`${url}/v1/attestation/${last.id}/evidence`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.text()))
+    const laterVerified = await run(exe, ["verify", "later.json", "--hash", last.h, "--keys", "keys.json"], { cwd: dir, env })
+    expect(laterVerified.code, laterVerified.stdout + laterVerified.stderr).toBe(0)
+
     server.kill("SIGTERM")
     expect(await exited).toBe(0)
     expect(output).not.toContain("only supports loading built-in modules")
+    expect(output).not.toContain("nonce worker stopped")
   }, 300_000)
 })

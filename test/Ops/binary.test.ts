@@ -52,12 +52,14 @@ describe("single executable", () => {
     }
     expect(health, output).toBe(200)
 
+    const attest = (hash_hex: string) =>
+      fetch(`${url}/v1/attest`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+        body: JSON.stringify({ hash_hex })
+      })
     const hash = randomHex32()
-    const attested = await fetch(`${url}/v1/attest`, {
-      method: "POST",
-      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-      body: JSON.stringify({ hash_hex: hash })
-    })
+    const attested = await attest(hash)
     expect(attested.status).toBe(201)
     const { id } = (await attested.json()) as { id: string }
     const evidence = await fetch(`${url}/v1/attestation/${id}/evidence`, { headers: { authorization: `Bearer ${key}` } })
@@ -78,11 +80,7 @@ describe("single executable", () => {
     await sleep(500)
     const later = await Promise.all(Array.from({ length: 20 }, async () => {
       const h = randomHex32()
-      const res = await fetch(`${url}/v1/attest`, {
-        method: "POST",
-        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
-        body: JSON.stringify({ hash_hex: h })
-      })
+      const res = await attest(h)
       expect(res.status).toBe(201)
       return { h, id: ((await res.json()) as { id: string }).id }
     }))

@@ -137,6 +137,57 @@ if (isPg) {
 }
 const keyByHash = new Map(keys.map((k) => [k.key_hash, k]))
 
+// CEILING_SQLITE_WRITER=thread (an experiment): a group's transaction runs on a thread of its own with its
+// own connection, in one message per group (BEGIN, both inserts, COMMIT with its fsync), so the event
+// loop does not wait on SQLite's writes; the group's SELECT stays on the loop. Alternated twice it made
+// 7,627 / 7,195 req/s against 8,464 / 7,566 on the loop (README: "SQLite's writes on a thread of their own").
+const WRITER_THREAD = !isPg && process.env.CEILING_SQLITE_WRITER === "thread"
+let writeGroupInThread
+if (WRITER_THREAD) {
+  const writer = new Worker(`
+const { parentPort, workerData } = require("node:worker_threads")
+const db = new (require(workerData.sqlite))(workerData.path)
+for (const p of ["journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON", "busy_timeout = 10000", "wal_autocheckpoint = 10000"]) db.pragma(p)
+const cache = new Map()
+const prepared = (sql) => cache.get(sql) ?? cache.set(sql, db.prepare(sql)).get(sql)
+const values = (n, width) => Array.from({ length: n }, () => "(" + Array(width).fill("?").join(",") + ")").join(",")
+parentPort.on("message", ({ id, rows, at, kid, claims, now }) => {
+  try {
+    prepared("BEGIN").run()
+    try {
+      const inserted = rows.length === 0 ? [] : prepared("INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version) VALUES " +
+        values(rows.length, 6) + " ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex").all(...rows.flatMap((r) => [r.id, r.hash, at, r.signature, kid, "2.0.0"]))
+      const seqByHash = new Map(inserted.map((a) => [a.hash_hex, a.seq]))
+      const mine = claims.filter((c) => seqByHash.has(c.hash))
+      const claimIds = mine.length === 0 ? [] : prepared("INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at) VALUES " +
+        values(mine.length, 9) + " ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING id, attestation_seq")
+        .all(...mine.flatMap((c) => [seqByHash.get(c.hash), c.keyId, c.orgId, null, null, 0, c.etag, now, now]))
+      prepared("COMMIT").run()
+      parentPort.postMessage({ id, inserted, claimIds })
+    } catch (e) {
+      prepared("ROLLBACK").run()
+      throw e
+    }
+  } catch (e) {
+    parentPort.postMessage({ id, error: String(e && e.message || e) })
+  }
+})`, { eval: true, workerData: { path: url.slice("sqlite:".length), sqlite: require.resolve("better-sqlite3") } })
+  writer.unref()
+  const pending = new Map()
+  let next = 0
+  writer.on("message", ({ id, error, ...result }) => {
+    const p = pending.get(id)
+    pending.delete(id)
+    if (error === undefined) p.resolve(result)
+    else p.reject(new Error(error))
+  })
+  writeGroupInThread = (message) => new Promise((resolve, reject) => {
+    const id = next++
+    pending.set(id, { resolve, reject })
+    writer.postMessage({ id, ...message })
+  })
+}
+
 // --- verify's lookup: lookup(hash, found(row | undefined))
 const STATUS = "SELECT seq, id, hash_hex, registered_at, level FROM attestations WHERE hash_hex"
 let lookup
@@ -214,6 +265,7 @@ const commit = async (run, group) => {
   }))
   const byHash = new Map(rows.map((r) => [r.hash, r]))
   if (isPg && ONE_STATEMENT) return commitCte(run, group, rows, byHash, at)
+  if (WRITER_THREAD) return commitInThread(group, rows, byHash, at)
   await run("BEGIN")
   try {
     const inserted = rows.length === 0 ? [] : await run(
@@ -239,6 +291,20 @@ const commit = async (run, group) => {
     await run("ROLLBACK").catch(() => {})
     throw e
   }
+}
+
+/** The group's transaction on the writer thread (CEILING_SQLITE_WRITER=thread). */
+const commitInThread = async (group, rows, byHash, at) => {
+  for (const r of group) r.etag = random(12).toString("hex")
+  const { inserted, claimIds } = await writeGroupInThread({
+    rows,
+    at,
+    kid: KID,
+    now: new Date().toISOString(),
+    claims: group.map((r) => ({ hash: r.hash, keyId: r.key.id, orgId: r.key.org_id, etag: r.etag }))
+  })
+  for (const a of inserted) byHash.get(a.hash_hex).seq = Number(a.seq)
+  answerGroup(group, byHash, new Map(claimIds.map((c) => [Number(c.attestation_seq), Number(c.id)])), at)
 }
 
 /** Each request of a committed group: its attestation and claim, as attestd answers a new digest. */

@@ -25,6 +25,7 @@
 import { createHash, createPublicKey, generateKeyPairSync, randomBytes, randomUUID, sign } from "node:crypto"
 import { createServer } from "node:http"
 import { Worker } from "node:worker_threads"
+import { SQLITE_PRAGMAS, sqliteRun, writeGroup } from "./ceiling-write.mjs"
 import { createRequire } from "node:module"
 
 const require = createRequire(import.meta.url)
@@ -122,18 +123,9 @@ if (isPg) {
 } else {
   const Database = require("better-sqlite3")
   const db = new Database(url.slice("sqlite:".length))
-  db.pragma("journal_mode = WAL")
-  db.pragma("synchronous = FULL")
-  db.pragma("foreign_keys = ON")
-  db.pragma("busy_timeout = 10000")
-  db.pragma("wal_autocheckpoint = 10000")
-  const cache = new Map()
-  const prepared = (sql) => cache.get(sql) ?? cache.set(sql, db.prepare(sql)).get(sql)
+  for (const p of SQLITE_PRAGMAS) db.pragma(p)
   keys = db.prepare("SELECT id, key_hash, org_id FROM api_keys WHERE revoked_at IS NULL").all()
-  stores = [async (sql, params = []) => {
-    const s = prepared(sql)
-    return s.reader ? s.all(...params) : (s.run(...params), [])
-  }]
+  stores = [sqliteRun(db)]
 }
 const keyByHash = new Map(keys.map((k) => [k.key_hash, k]))
 
@@ -144,34 +136,7 @@ const keyByHash = new Map(keys.map((k) => [k.key_hash, k]))
 const WRITER_THREAD = !isPg && process.env.CEILING_SQLITE_WRITER === "thread"
 let writeGroupInThread
 if (WRITER_THREAD) {
-  const writer = new Worker(`
-const { parentPort, workerData } = require("node:worker_threads")
-const db = new (require(workerData.sqlite))(workerData.path)
-for (const p of ["journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON", "busy_timeout = 10000", "wal_autocheckpoint = 10000"]) db.pragma(p)
-const cache = new Map()
-const prepared = (sql) => cache.get(sql) ?? cache.set(sql, db.prepare(sql)).get(sql)
-const values = (n, width) => Array.from({ length: n }, () => "(" + Array(width).fill("?").join(",") + ")").join(",")
-parentPort.on("message", ({ id, rows, at, kid, claims, now }) => {
-  try {
-    prepared("BEGIN").run()
-    try {
-      const inserted = rows.length === 0 ? [] : prepared("INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version) VALUES " +
-        values(rows.length, 6) + " ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex").all(...rows.flatMap((r) => [r.id, r.hash, at, r.signature, kid, "2.0.0"]))
-      const seqByHash = new Map(inserted.map((a) => [a.hash_hex, a.seq]))
-      const mine = claims.filter((c) => seqByHash.has(c.hash))
-      const claimIds = mine.length === 0 ? [] : prepared("INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at) VALUES " +
-        values(mine.length, 9) + " ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING RETURNING id, attestation_seq")
-        .all(...mine.flatMap((c) => [seqByHash.get(c.hash), c.keyId, c.orgId, null, null, 0, c.etag, now, now]))
-      prepared("COMMIT").run()
-      parentPort.postMessage({ id, inserted, claimIds })
-    } catch (e) {
-      prepared("ROLLBACK").run()
-      throw e
-    }
-  } catch (e) {
-    parentPort.postMessage({ id, error: String(e && e.message || e) })
-  }
-})`, { eval: true, workerData: { path: url.slice("sqlite:".length), sqlite: require.resolve("better-sqlite3") } })
+  const writer = new Worker(new URL("./ceiling-writer.mjs", import.meta.url), { workerData: { path: url.slice("sqlite:".length) } })
   writer.unref()
   const pending = new Map()
   let next = 0
@@ -225,9 +190,6 @@ if (isPg) {
   const statement = reader.prepare(`${STATUS} = ?`)
   lookup = (hash, found) => found(statement.get(hash))
 }
-const ph = isPg ? (i) => `$${i + 1}` : () => "?"
-const values = (rows, width) =>
-  rows.map((_, r) => `(${Array.from({ length: width }, (_, c) => ph(r * width + c)).join(",")})`).join(",")
 
 // --- the group commit
 const waiting = []
@@ -264,45 +226,17 @@ const commit = async (run, group) => {
     signature: signT0(`2.0.0|${h}|${at}`)
   }))
   const byHash = new Map(rows.map((r) => [r.hash, r]))
-  if (isPg && ONE_STATEMENT) return commitCte(run, group, rows, byHash, at)
-  if (WRITER_THREAD) return commitInThread(group, rows, byHash, at)
-  await run("BEGIN")
-  try {
-    const inserted = rows.length === 0 ? [] : await run(
-      `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version) VALUES ${values(rows, 6)}
-       ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`,
-      rows.flatMap((r) => [r.id, r.hash, at, r.signature, KID, "2.0.0"])
-    )
-    for (const a of inserted) byHash.get(a.hash_hex).seq = Number(a.seq)
-    const now = new Date().toISOString()
-    const claims = group.filter((r) => byHash.get(r.hash)?.seq !== undefined).map((r) => {
-      r.etag = random(12).toString("hex")
-      return r
-    })
-    const claimIds = claims.length === 0 ? [] : await run(
-      `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
-       VALUES ${values(claims, 9)} ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
-       RETURNING id, attestation_seq`,
-      claims.flatMap((r) => [byHash.get(r.hash).seq, r.key.id, r.key.org_id, null, null, isPg ? false : 0, r.etag, now, now])
-    )
-    await run("COMMIT")
-    answerGroup(group, byHash, new Map(claimIds.map((c) => [Number(c.attestation_seq), Number(c.id)])), at)
-  } catch (e) {
-    await run("ROLLBACK").catch(() => {})
-    throw e
-  }
-}
-
-/** The group's transaction on the writer thread (CEILING_SQLITE_WRITER=thread). */
-const commitInThread = async (group, rows, byHash, at) => {
   for (const r of group) r.etag = random(12).toString("hex")
-  const { inserted, claimIds } = await writeGroupInThread({
+  if (isPg && ONE_STATEMENT) return commitCte(run, group, rows, byHash, at)
+  const write = {
+    isPg,
     rows,
     at,
     kid: KID,
     now: new Date().toISOString(),
-    claims: group.map((r) => ({ hash: r.hash, keyId: r.key.id, orgId: r.key.org_id, etag: r.etag }))
-  })
+    requests: group.map((r) => ({ hash: r.hash, keyId: r.key.id, orgId: r.key.org_id, etag: r.etag }))
+  }
+  const { inserted, claimIds } = await (WRITER_THREAD ? writeGroupInThread(write) : writeGroup(run, write))
   for (const a of inserted) byHash.get(a.hash_hex).seq = Number(a.seq)
   answerGroup(group, byHash, new Map(claimIds.map((c) => [Number(c.attestation_seq), Number(c.id)])), at)
 }
@@ -337,7 +271,6 @@ const answerGroup = (group, byHash, claimBySeq, at) => {
 // Not what attestd does; measured in the README (Performance, the ceiling).
 const commitCte = async (run, group, rows, byHash, at) => {
   const now = new Date().toISOString()
-  for (const r of group) r.etag = random(12).toString("hex")
   const out = await run(
     `WITH a AS (
        INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)

@@ -9,8 +9,10 @@ import * as path from "node:path"
 import { SCENARIOS } from "./http.mjs"
 import { analyzePg, attestdEnv, createApiKey, createPgDatabase, dropPgDatabase, freePort, randomHashHex, ROOT, runLoad, startNode, waitHealthy } from "./lib.mjs"
 
-/** The ceiling server's own attests of `hashes` (it has no batch route), 50 at a time. */
-/** Attests `hashes` and checks every signature against the ceiling's public key: a wrong signer must not be timed. */
+/**
+ * The ceiling server's own attests of `hashes` (it has no batch route), 50 at a time, each
+ * signature checked against its public key: a wrong signer must not be timed.
+ */
 const seed = async (url, key, hashes) => {
   const publicKey = createPublicKey({ key: await (await fetch(`${url}/v1/public-key`)).json(), format: "jwk" })
   for (let i = 0; i < hashes.length; i += 50) {

@@ -1,0 +1,49 @@
+// A group's write for the ceiling server (scripts/bench/ceiling-server.mjs): the statements attestd
+// runs for new digests (BEGIN, one multi-row insert of attestations, one of their claims, COMMIT),
+// through `run(sql, params) → rows`. The same code serves the server's event loop and, with
+// CEILING_SQLITE_WRITER=thread, its writer thread (ceiling-writer.mjs).
+
+/** SQLite's settings, as attestd's (WAL, synchronous = FULL, the WAL limit). */
+export const SQLITE_PRAGMAS = ["journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON", "busy_timeout = 10000", "wal_autocheckpoint = 10000"]
+
+/** `run` over a better-sqlite3 connection, its statements prepared once. */
+export const sqliteRun = (db) => {
+  const cache = new Map()
+  const prepared = (sql) => cache.get(sql) ?? cache.set(sql, db.prepare(sql)).get(sql)
+  return async (sql, params = []) => {
+    const s = prepared(sql)
+    return s.reader ? s.all(...params) : (s.run(...params), [])
+  }
+}
+
+const valuesOf = (isPg, count, width) =>
+  Array.from({ length: count }, (_, r) => `(${Array.from({ length: width }, (_, c) => (isPg ? `$${r * width + c + 1}` : "?")).join(",")})`).join(",")
+
+/**
+ * Inserts `rows` (id, hash, signature) registered `at` under `kid`, and a claim for each request
+ * ({ hash, keyId, orgId, etag }) whose digest this insert created, in one transaction.
+ * Returns the inserted attestations ({ seq, id, hash_hex }) and claims ({ id, attestation_seq }).
+ */
+export const writeGroup = async (run, { isPg, rows, at, kid, requests, now }) => {
+  await run("BEGIN")
+  try {
+    const inserted = rows.length === 0 ? [] : await run(
+      `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version) VALUES ${valuesOf(isPg, rows.length, 6)}
+       ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`,
+      rows.flatMap((r) => [r.id, r.hash, at, r.signature, kid, "2.0.0"])
+    )
+    const seqByHash = new Map(inserted.map((a) => [a.hash_hex, Number(a.seq)]))
+    const claims = requests.filter((c) => seqByHash.has(c.hash))
+    const claimIds = claims.length === 0 ? [] : await run(
+      `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+       VALUES ${valuesOf(isPg, claims.length, 9)} ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
+       RETURNING id, attestation_seq`,
+      claims.flatMap((c) => [seqByHash.get(c.hash), c.keyId, c.orgId, null, null, isPg ? false : 0, c.etag, now, now])
+    )
+    await run("COMMIT")
+    return { inserted, claimIds }
+  } catch (e) {
+    await run("ROLLBACK").catch(() => {})
+    throw e
+  }
+}

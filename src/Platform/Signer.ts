@@ -143,7 +143,7 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       currentKid: current.kid,
       localKeys: keys as ReadonlyArray<LoadedKey>,
       /** Signs a T0 payload with the current key: Base64 DER, low-S. */
-      sign: (payload: string): string => sign(payload)
+      sign
     }
   })
 }) {}
@@ -158,7 +158,7 @@ export const layerSignerFromKey = (key: LoadedKey) =>
       return Signer.make({
         currentKid: key.kid,
         localKeys: [key],
-        sign: (payload: string) => sign(payload)
+        sign
       })
     })
   )

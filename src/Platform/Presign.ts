@@ -90,10 +90,9 @@ export const REFILL_BATCH = 256
 
 export class NoncePool {
   readonly #nonces: Array<Nonce> = []
-  readonly #withWorker: boolean
   #worker: Worker | undefined
-  /** Set by close, or when the worker fails: the pool then makes no more nonces. */
-  #stopped = false
+  /** No worker will (again) make nonces: a pool made without one, closed, or whose worker failed. */
+  #stopped: boolean
   #asked = false
   #taken = 0
   #missed = 0
@@ -102,7 +101,7 @@ export class NoncePool {
 
   /** With `worker` false the pool holds only what `put` gives it (tests); `onFailure` hears of a worker that failed. */
   constructor(options: { readonly worker: boolean; readonly onFailure?: (reason: string) => void }) {
-    this.#withWorker = options.worker
+    this.#stopped = !options.worker
     this.#onFailure = options.onFailure ?? (() => {})
   }
 
@@ -130,7 +129,7 @@ export class NoncePool {
   #refill(): void {
     if (this.#asked || this.#nonces.length > POOL_CAPACITY - REFILL_BATCH) return
     if (this.#worker === undefined) {
-      if (!this.#withWorker || this.#stopped) return
+      if (this.#stopped) return
       this.#worker = this.#start()
     }
     this.#asked = true

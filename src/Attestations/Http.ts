@@ -1,7 +1,7 @@
 /** Handlers for attest, verify and lookup. */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Either, Option } from "effect"
-import { Authenticator } from "../Auth/Authenticator.js"
+import { Authenticator, bearerCredential } from "../Auth/Authenticator.js"
 import { keyWithScope, requireAnyScope } from "../Auth/Http.js"
 import { CurrentPrincipal, type Principal } from "../Auth/Api.js"
 import { hasScope } from "../Auth/Domain.js"
@@ -190,11 +190,11 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
           yield* chargePublic(config, limiter, yield* currentRequestMeta, payload.hashes.length - 1)
           let key = yield* auth.optionalKey(request.headers.authorization)
           if (detailed) {
-            const authorization = request.headers.authorization
-            if (!authorization?.startsWith("Bearer ")) {
+            const presented = bearerCredential(request.headers.authorization)
+            if (presented === undefined) {
               return yield* new AuthError({ message: "detailed batch verify needs an API key" })
             }
-            const principal = yield* auth.authenticate(authorization.slice(7).trim())
+            const principal = yield* auth.authenticate(presented)
             if (principal._tag !== "ApiKey") return yield* new AuthError({ message: "detailed batch verify needs an API key" })
             key = Option.some(principal.key)
           }

@@ -19,9 +19,13 @@ import { ShareTokenRepo, shareTokenState } from "./ShareTokenRepo.js"
 
 const invalidKey = new AuthError({ message: "invalid or missing API key" })
 
+/** Whether an Authorization header presents a `Bearer` credential. */
+export const hasBearer = (authorization: string | undefined): authorization is string =>
+  authorization !== undefined && authorization.startsWith("Bearer ")
+
 /** The credential of a `Bearer` Authorization header, or undefined for none or another scheme. */
-const bearerCredential = (authorization: string | undefined): string | undefined =>
-  authorization !== undefined && authorization.startsWith("Bearer ") ? authorization.slice(7).trim() : undefined
+export const bearerCredential = (authorization: string | undefined): string | undefined =>
+  hasBearer(authorization) ? authorization.slice(7).trim() : undefined
 
 export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
   effect: Effect.gen(function*() {

@@ -11,7 +11,7 @@ import { Api } from "../Api.js"
 import type { Principal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
-import { Authenticator } from "../Auth/Authenticator.js"
+import { Authenticator, hasBearer } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { chargePublic, chargePublicNow } from "../Auth/PublicLimit.js"
@@ -224,7 +224,7 @@ export const requestMetaOf = (
  * so an `Authorization` header by itself never exempts a request.
  */
 export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undefined): boolean =>
-  !keyedRoute || authorization === undefined || !authorization.startsWith("Bearer ")
+  !keyedRoute || !hasBearer(authorization)
 
 /** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
 export const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
@@ -303,7 +303,7 @@ export const admitRequestNow = (
   if (withBody && gates.has(match.route.id)) return UNDECIDED
   const authorization = headerOf(headers, "authorization")
   const keyed = withBody && match.route.keyed
-  if (keyed && (authenticateNow === undefined || authorization === undefined || !authorization.startsWith("Bearer "))) {
+  if (keyed && (authenticateNow === undefined || !hasBearer(authorization))) {
     return UNDECIDED
   }
   if (chargedPublicly(config, match, headers)) {

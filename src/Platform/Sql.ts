@@ -4,11 +4,11 @@
  */
 import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Effect, Layer, Option, Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
+import * as SqliteClient from "./SqliteClient.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -23,8 +23,8 @@ export const sqlitePath = (url: string): string => url.slice("sqlite:".length) |
 
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
 export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
-  Effect.serviceOption(SqliteClient.SqliteClient),
-  (client) => Option.isSome(client) && client.value.config.filename !== ":memory:" ? client.value.config.filename : undefined
+  SqliteClient.SqliteNow,
+  (now) => now !== undefined && now.filename !== ":memory:" ? now.filename : undefined
 )
 
 /**
@@ -54,7 +54,7 @@ const sqliteLayer = (url: string) => {
       yield* sql.unsafe(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
     })
   )
-  return Layer.provideMerge(pragmas, SqliteClient.layer({ filename }))
+  return Layer.provideMerge(pragmas, SqliteClient.layer(filename))
 }
 
 const pgLayer = (url: string, maxConnections: number) =>

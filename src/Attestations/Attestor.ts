@@ -8,15 +8,18 @@
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect } from "effect"
+import { Effect, Exit } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
 import { newAttestationId } from "../Domain/AttestationId.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { formatMicros, formatMillis } from "../Domain/Time.js"
+import { UNDECIDED } from "../Domain/Undecided.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { Signer } from "../Platform/Signer.js"
+import { SqliteNow } from "../Platform/SqliteClient.js"
+import { done, type Program, runEffect, runNow, type Step } from "../Platform/Steps.js"
 import type { Attestation, Claim } from "./Domain.js"
-import { AttestationRepo, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
+import { AttestationRepo, type GroupStatements, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
 
 export interface AttestInput {
   readonly key: ApiKey
@@ -33,12 +36,23 @@ export interface Attested {
   readonly claim: Claim
 }
 
+/** What a group's program runs its statements and its transaction with: Effects, or values computed now (Steps.ts). */
+interface GroupStore {
+  readonly findByHashes: (hashes: ReadonlyArray<string>) => Step<ReadonlyArray<Attestation>>
+  readonly liveClaims: (keyId: string, seqs: ReadonlyArray<number>) => Step<ReadonlyArray<Claim>>
+  readonly insertIfAbsent: (rows: ReadonlyArray<NewAttestationRow>) => Step<ReadonlyArray<Attestation>>
+  readonly insertClaimsIfAbsent: (rows: ReadonlyArray<NewClaimRow>) => Step<ReadonlyArray<Claim>>
+  readonly transaction: <A>(body: () => Program<A>) => Step<A>
+}
+
 export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor", {
   scoped: Effect.gen(function*() {
     const repo = yield* AttestationRepo
     const signer = yield* Signer
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
+    // The clock of the runtime the group's fibers run on (GroupCommit), read synchronously on both paths.
+    const clock = yield* Effect.clock
 
     /**
      * One group: read what exists, and open a transaction only for what does not.
@@ -48,111 +62,140 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
      * attestation's answered fields never change, and whatever another writer adds
      * between the reads and the inserts, the inserts skip (ON CONFLICT DO NOTHING)
      * and read back.
+     *
+     * Written once over `store` (Steps.ts): it runs in a fiber through @effect/sql,
+     * or, on SQLite, now, in the turn of the event loop that flushes the group.
      */
-    const process = (inputs: ReadonlyArray<AttestInput>) =>
-      Effect.gen(function*() {
-        // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
-        const allHashes = [...new Set(inputs.flatMap((i) => i.hashes))].sort()
-        const byHash = new Map<string, Attestation>()
-        for (const a of yield* repo.findByHashes(allHashes)) byHash.set(a.hashHex, a)
+    function* program(store: GroupStore, inputs: ReadonlyArray<AttestInput>): Program<Array<Array<Attested>>> {
+      // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
+      const allHashes = [...new Set(inputs.flatMap((i) => i.hashes))].sort()
+      const byHash = new Map<string, Attestation>()
+      for (const a of yield* store.findByHashes(allHashes)) byHash.set(a.hashHex, a)
 
-        const claimsByKey = new Map<string, Map<number, Claim>>()
-        const claimOf = (keyId: string) => {
-          let m = claimsByKey.get(keyId)
-          if (!m) claimsByKey.set(keyId, m = new Map())
-          return m
+      const claimsByKey = new Map<string, Map<number, Claim>>()
+      const claimOf = (keyId: string) => {
+        let m = claimsByKey.get(keyId)
+        if (!m) claimsByKey.set(keyId, m = new Map())
+        return m
+      }
+      /** Per key, the seqs (of the hashes `known` can place) whose claim the group does not hold yet: what liveClaims must read. */
+      const seqsByKey = (known: (hash: string) => number | undefined) => {
+        const out = new Map<string, Set<number>>()
+        for (const input of inputs) {
+          for (const hash of input.hashes) {
+            const seq = known(hash)
+            if (seq === undefined || claimOf(input.key.id).has(seq)) continue
+            let seqs = out.get(input.key.id)
+            if (!seqs) out.set(input.key.id, seqs = new Set())
+            seqs.add(seq)
+          }
         }
-        /** Per key, the seqs (of the hashes `known` can place) whose claim the group does not hold yet: what liveClaims must read. */
-        const seqsByKey = (known: (hash: string) => number | undefined) => {
-          const out = new Map<string, Set<number>>()
+        return out
+      }
+      function* readClaims(wanted: ReadonlyMap<string, ReadonlySet<number>>): Program<void> {
+        for (const [keyId, seqs] of wanted) {
+          for (const c of yield* store.liveClaims(keyId, [...seqs])) claimOf(keyId).set(c.attestationSeq, c)
+        }
+      }
+
+      // the claims the keys already hold on the attestations that exist
+      const existing = (hash: string) => byHash.get(hash)?.seq
+      yield* readClaims(seqsByKey(existing))
+      const missing = allHashes.filter((h) => !byHash.has(h))
+      const ours = new Set<string>()
+      // a hash to insert, or an attestation some key asked for and holds no live claim on
+      if (missing.length > 0 || seqsByKey(existing).size > 0) {
+        yield* store.transaction(function*() {
+          if (missing.length > 0) {
+            const registeredAt = formatMicros(clock.unsafeCurrentTimeNanos() / 1000n)
+            const rows: Array<NewAttestationRow> = missing.map((hash) => {
+              const id = newAttestationId()
+              ours.add(id)
+              return {
+                id,
+                hash_hex: hash,
+                registered_at: registeredAt,
+                signature: signer.sign(t0Payload(hash, registeredAt)),
+                signing_key_id: signer.currentKid,
+                format_version: FORMAT_VERSION
+              }
+            })
+            const inserted = yield* store.insertIfAbsent(rows)
+            if (inserted.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, inserted.length)
+            for (const a of inserted) byHash.set(a.hashHex, a)
+            // Hashes another writer inserted first are not returned by the insert: read them.
+            const lost = missing.filter((h) => !byHash.has(h))
+            for (const a of yield* store.findByHashes(lost)) byHash.set(a.hashHex, a)
+          }
+
+          const now = formatMillis(clock.unsafeCurrentTimeMillis())
+          const claimRows: Array<NewClaimRow> = []
+          const seen = new Set<string>()
           for (const input of inputs) {
             for (const hash of input.hashes) {
-              const seq = known(hash)
-              if (seq === undefined || claimOf(input.key.id).has(seq)) continue
-              let seqs = out.get(input.key.id)
-              if (!seqs) out.set(input.key.id, seqs = new Set())
-              seqs.add(seq)
+              const seq = byHash.get(hash)!.seq
+              const k = `${input.key.id}\u0000${seq}`
+              if (claimOf(input.key.id).has(seq) || seen.has(k)) continue
+              seen.add(k)
+              claimRows.push({
+                attestation_seq: seq,
+                api_key_id: input.key.id,
+                org_id: input.key.orgId,
+                source: input.source,
+                extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
+                client_encrypted: input.clientEncrypted,
+                etag: newEtag(),
+                created_at: now,
+                updated_at: now
+              })
             }
           }
-          return out
+          claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
+          for (const c of yield* store.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+          // Claims another writer made live first are not returned by the insert: read those.
+          yield* readClaims(seqsByKey((hash) => byHash.get(hash)!.seq))
+        })
+      }
+
+      const announced = new Set<string>()
+      return inputs.map((input) =>
+        input.hashes.map((hash): Attested => {
+          const attestation = byHash.get(hash)!
+          const created = ours.has(attestation.id) && !announced.has(attestation.id)
+          if (created) announced.add(attestation.id)
+          return { attestation, created, claim: claimsByKey.get(input.key.id)!.get(attestation.seq)! }
+        })
+      )
+    }
+
+    const statements = repo.groupStatements
+    const fiberStore: GroupStore = {
+      ...statements,
+      transaction: (body) => repo.withTransaction(runEffect(body))
+    }
+    const process = (inputs: ReadonlyArray<AttestInput>) =>
+      runEffect<Array<Array<Attested>>, unknown>(() => program(fiberStore, inputs)).pipe(Effect.orDie)
+
+    /**
+     * The group now, on SQLite's connection (SqliteNow), when no fiber's transaction
+     * holds it: no fiber and no @effect/sql statement per group. UNDECIDED, with
+     * nothing written, when it cannot: the group then runs as `process` (GroupCommit).
+     */
+    const sqliteNow = yield* SqliteNow
+    const processNow = sqliteNow && ((inputs: ReadonlyArray<AttestInput>) =>
+      sqliteNow.runNow((run) => {
+        const now = repo.groupStatementsNow(run)
+        const store: GroupStore = {
+          findByHashes: (hashes) => done(now.findByHashes(hashes)),
+          liveClaims: (keyId, seqs) => done(now.liveClaims(keyId, seqs)),
+          insertIfAbsent: (rows) => done(now.insertIfAbsent(rows)),
+          insertClaimsIfAbsent: (rows) => done(now.insertClaimsIfAbsent(rows)),
+          transaction: (body) => done(run.transaction(() => runNow(body())))
         }
-        const readClaims = (wanted: ReadonlyMap<string, ReadonlySet<number>>) =>
-          Effect.forEach(wanted, ([keyId, seqs]) =>
-            Effect.map(repo.liveClaims(keyId, [...seqs]), (claims) => {
-              for (const c of claims) claimOf(keyId).set(c.attestationSeq, c)
-            }), { discard: true })
+        return runNow(program(store, inputs))
+      }))
 
-        // the claims the keys already hold on the attestations that exist
-        const existing = (hash: string) => byHash.get(hash)?.seq
-        yield* readClaims(seqsByKey(existing))
-        const missing = allHashes.filter((h) => !byHash.has(h))
-        const ours = new Set<string>()
-        // a hash to insert, or an attestation some key asked for and holds no live claim on
-        if (missing.length > 0 || seqsByKey(existing).size > 0) {
-          yield* repo.withTransaction(Effect.gen(function*() {
-            if (missing.length > 0) {
-              const registeredAt = formatMicros((yield* Clock.currentTimeNanos) / 1000n)
-              const rows: Array<NewAttestationRow> = missing.map((hash) => {
-                const id = newAttestationId()
-                ours.add(id)
-                return {
-                  id,
-                  hash_hex: hash,
-                  registered_at: registeredAt,
-                  signature: signer.sign(t0Payload(hash, registeredAt)),
-                  signing_key_id: signer.currentKid,
-                  format_version: FORMAT_VERSION
-                }
-              })
-              const inserted = yield* repo.insertIfAbsent(rows)
-              if (inserted.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, inserted.length)
-              for (const a of inserted) byHash.set(a.hashHex, a)
-              // Hashes another writer inserted first are not returned by the insert: read them.
-              const lost = missing.filter((h) => !byHash.has(h))
-              for (const a of yield* repo.findByHashes(lost)) byHash.set(a.hashHex, a)
-            }
-
-            const now = formatMillis(yield* Clock.currentTimeMillis)
-            const claimRows: Array<NewClaimRow> = []
-            const seen = new Set<string>()
-            for (const input of inputs) {
-              for (const hash of input.hashes) {
-                const seq = byHash.get(hash)!.seq
-                const k = `${input.key.id}\u0000${seq}`
-                if (claimOf(input.key.id).has(seq) || seen.has(k)) continue
-                seen.add(k)
-                claimRows.push({
-                  attestation_seq: seq,
-                  api_key_id: input.key.id,
-                  org_id: input.key.orgId,
-                  source: input.source,
-                  extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
-                  client_encrypted: input.clientEncrypted,
-                  etag: newEtag(),
-                  created_at: now,
-                  updated_at: now
-                })
-              }
-            }
-            claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
-            for (const c of yield* repo.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
-            // Claims another writer made live first are not returned by the insert: read those.
-            yield* readClaims(seqsByKey((hash) => byHash.get(hash)!.seq))
-          }))
-        }
-
-        const announced = new Set<string>()
-        return inputs.map((input) =>
-          input.hashes.map((hash): Attested => {
-            const attestation = byHash.get(hash)!
-            const created = ours.has(attestation.id) && !announced.has(attestation.id)
-            if (created) announced.add(attestation.id)
-            return { attestation, created, claim: claimsByKey.get(input.key.id)!.get(attestation.seq)! }
-          })
-        )
-      }).pipe(Effect.orDie)
-
-    const submit = yield* makeGroupCommit({ process, maxBatch: 64, workers: isPg ? 2 : 1 })
+    const submit = yield* makeGroupCommit({ process, processNow, maxBatch: 64, workers: isPg ? 2 : 1 })
 
     return {
       attest: (input: AttestInput) => submit(input),

@@ -1,10 +1,11 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect, type Exit, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
-import { decodeRows, decodeRowSync, DbInt } from "../Platform/Rows.js"
+import { decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
+import type { RunNow } from "../Platform/SqliteClient.js"
 import { SqliteReader } from "../Platform/SqliteReader.js"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { inTransaction } from "../Platform/Sql.js"
@@ -21,6 +22,7 @@ import {
 
 /** Row decoders (a row that does not match its schema is a bug: a defect). */
 const attestationRows = decodeRows(AttestationRow)
+const attestationRowsNow = decodeRowsSync(AttestationRow)
 const statusRows = decodeRows(AttestationStatusRow)
 const statusRow = decodeRowSync(AttestationStatusRow)
 const STATUS_BY_HASH = `SELECT ${ATTESTATION_STATUS_COLUMNS} FROM attestations WHERE hash_hex = ?`
@@ -28,8 +30,13 @@ const claimSourceRow = decodeRowSync(ClaimRow.pipe(Schema.pick("source")))
 const claimSourceRows = decodeRows(ClaimRow.pipe(Schema.pick("apiKeyId", "attestationSeq", "source")))
 const LIVE_CLAIM_SOURCE = "SELECT source FROM claims WHERE api_key_id = ? AND attestation_seq = ? AND deleted_at IS NULL"
 const claimRows = decodeRows(ClaimRow)
-const insertedAttestationKeys = decodeRows(AttestationRow.pipe(Schema.pick("seq", "id", "hashHex")))
-const insertedClaimKeys = decodeRows(ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId")))
+const claimRowsNow = decodeRowsSync(ClaimRow)
+const AttestationKeys = AttestationRow.pipe(Schema.pick("seq", "id", "hashHex"))
+const insertedAttestationKeys = decodeRows(AttestationKeys)
+const insertedAttestationKeysNow = decodeRowsSync(AttestationKeys)
+const ClaimKeys = ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId"))
+const insertedClaimKeys = decodeRows(ClaimKeys)
+const insertedClaimKeysNow = decodeRowsSync(ClaimKeys)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
 
 export const newEtag = (): string => bytesToHex(randomBytes(12))
@@ -96,16 +103,36 @@ const insertedClaim = (row: NewClaimRow, id: number): Claim => ({
 
 const CHUNK = 400
 
-/** One statement per CHUNK items (SQLite's bound-parameter limit), the results in order as one array. */
+/** `xs` in parts of CHUNK items (SQLite's bound-parameter limit). */
+const chunksOf = <A>(xs: ReadonlyArray<A>): Array<ReadonlyArray<A>> => {
+  const parts: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < xs.length; i += CHUNK) parts.push(xs.slice(i, i + CHUNK))
+  return parts
+}
+
+/** One statement per CHUNK items, the results in order as one array. */
 const inChunks = <A, B, E, R>(
   xs: ReadonlyArray<A>,
   statement: (part: ReadonlyArray<A>) => Effect.Effect<ReadonlyArray<B>, E, R>
-): Effect.Effect<Array<B>, E, R> => {
-  if (xs.length === 0) return Effect.succeed([])
-  const parts: Array<ReadonlyArray<A>> = []
-  for (let i = 0; i < xs.length; i += CHUNK) parts.push(xs.slice(i, i + CHUNK))
-  return Effect.map(Effect.forEach(parts, statement), (results) => results.flat())
+): Effect.Effect<Array<B>, E, R> =>
+  xs.length === 0 ? Effect.succeed([]) : Effect.map(Effect.forEach(chunksOf(xs), statement), (results) => results.flat())
+
+/** inChunks, run now on SQLite's connection (SqliteNow). */
+const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => ReadonlyArray<B>): Array<B> =>
+  chunksOf(xs).flatMap(statement)
+
+/**
+ * The statements of the attests' group commit (Attestor), each written once: as an
+ * Effect through @effect/sql, and run now on SQLite's connection (`now(run)`), the
+ * same SQL compiled by the same compiler, its rows decoded by the same schema.
+ */
+export interface GroupStatements<F extends "effect" | "now"> {
+  readonly findByHashes: (hashes: ReadonlyArray<string>) => Out<F, ReadonlyArray<Attestation>>
+  readonly liveClaims: (keyId: string, seqs: ReadonlyArray<number>) => Out<F, ReadonlyArray<Claim>>
+  readonly insertIfAbsent: (rows: ReadonlyArray<NewAttestationRow>) => Out<F, ReadonlyArray<Attestation>>
+  readonly insertClaimsIfAbsent: (rows: ReadonlyArray<NewClaimRow>) => Out<F, ReadonlyArray<Claim>>
 }
+type Out<F, A> = F extends "effect" ? Effect.Effect<A, SqlError.SqlError> : A
 
 export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestations/AttestationRepo", {
   scoped: Effect.gen(function*() {
@@ -113,8 +140,9 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     const bool = (b: boolean) => (isPg ? b : b ? 1 : 0)
 
+    const findByHashesStatement = (part: ReadonlyArray<string>) => sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", part)}`
     const findByHashes = (hashes: ReadonlyArray<string>) =>
-      inChunks(hashes, (part) => attestationRows(sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", part)}`))
+      inChunks(hashes, (part) => attestationRows(findByHashesStatement(part)))
 
     // A verify answers with five columns: it reads and decodes those, not the whole row.
     const findStatus = (hash: string) =>
@@ -232,34 +260,45 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
      * what was inserted (`insertedAttestation`). `RETURNING *` and decoding every
      * column cost ~8 µs more per new attestation on SQLite (README, Performance).
      */
+    const insertStatement = (part: ReadonlyArray<NewAttestationRow>) =>
+      sql`INSERT INTO attestations ${sql.insert(part)} ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`
+    const inserted = (part: ReadonlyArray<NewAttestationRow>, keys: ReadonlyArray<Pick<Attestation, "seq" | "id" | "hashHex">>) => {
+      const byHash = new Map(part.map((r) => [r.hash_hex, r]))
+      return keys.map((k) => insertedAttestation(byHash.get(k.hashHex)!, k))
+    }
     const insertIfAbsent = (rows: ReadonlyArray<NewAttestationRow>) =>
-      inChunks(rows, (part) => {
-        const byHash = new Map(part.map((r) => [r.hash_hex, r]))
-        return Effect.map(
-          insertedAttestationKeys(sql`INSERT INTO attestations ${sql.insert(part)}
-            ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`),
-          (keys) => keys.map((k) => insertedAttestation(byHash.get(k.hashHex)!, k))
-        )
-      })
+      inChunks(rows, (part) => Effect.map(insertedAttestationKeys(insertStatement(part)), (keys) => inserted(part, keys)))
 
     /** Inserts claims a key does not hold yet and returns the inserted ones (keys returned, as above). */
+    const insertClaimsStatement = (part: ReadonlyArray<NewClaimRow>) =>
+      sql`INSERT INTO claims ${sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })))}
+        ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
+        RETURNING id, attestation_seq, api_key_id`
+    const insertedClaims = (part: ReadonlyArray<NewClaimRow>, keys: ReadonlyArray<Pick<Claim, "id" | "attestationSeq" | "apiKeyId">>) => {
+      const byKey = new Map(part.map((r) => [`${r.attestation_seq}\u0000${r.api_key_id}`, r]))
+      return keys.map((k) => insertedClaim(byKey.get(`${k.attestationSeq}\u0000${k.apiKeyId}`)!, k.id))
+    }
     const insertClaimsIfAbsent = (rows: ReadonlyArray<NewClaimRow>) =>
-      inChunks(rows, (part) => {
-        const byKey = new Map(part.map((r) => [`${r.attestation_seq}\u0000${r.api_key_id}`, r]))
-        return Effect.map(
-          insertedClaimKeys(sql`INSERT INTO claims ${
-            sql.insert(part.map((r) => ({ ...r, client_encrypted: bool(r.client_encrypted) })))
-          } ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
-            RETURNING id, attestation_seq, api_key_id`),
-          (keys) => keys.map((k) => insertedClaim(byKey.get(`${k.attestationSeq}\u0000${k.apiKeyId}`)!, k.id))
-        )
-      })
+      inChunks(rows, (part) => Effect.map(insertedClaimKeys(insertClaimsStatement(part)), (keys) => insertedClaims(part, keys)))
 
     /** Live claims of `keyId` on the given attestations. */
+    const liveClaimsStatement = (keyId: string, part: ReadonlyArray<number>) =>
+      sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL AND ${sql.in("attestation_seq", part)}`
     const liveClaims = (keyId: string, seqs: ReadonlyArray<number>) =>
-      inChunks(seqs, (part) =>
-        claimRows(sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL
-          AND ${sql.in("attestation_seq", part)}`))
+      inChunks(seqs, (part) => claimRows(liveClaimsStatement(keyId, part)))
+
+    const groupStatements: GroupStatements<"effect"> = { findByHashes, liveClaims, insertIfAbsent, insertClaimsIfAbsent }
+    const groupStatementsNow = (run: RunNow): GroupStatements<"now"> => ({
+      findByHashes: (hashes) => inChunksNow(hashes, (part) => attestationRowsNow(run.statementRows(findByHashesStatement(part)))),
+      liveClaims: (keyId, seqs) => inChunksNow(seqs, (part) => claimRowsNow(run.statementRows(liveClaimsStatement(keyId, part)))),
+      // A row per statement: run now, each is a call into SQLite with nothing around it, and SQLite
+      // inserts ~2.5× faster from one prepared single-row statement than from one multi-row VALUES
+      // (README, Performance). The Effect form sends one statement per chunk: there each statement
+      // costs a fiber's steps through @effect/sql, and on Postgres a round trip.
+      insertIfAbsent: (rows) => rows.flatMap((row) => inserted([row], insertedAttestationKeysNow(run.statementRows(insertStatement([row]))))),
+      insertClaimsIfAbsent: (rows) =>
+        rows.flatMap((row) => insertedClaims([row], insertedClaimKeysNow(run.statementRows(insertClaimsStatement([row])))))
+    })
 
     const countsByLevel = Effect.map(
       levelCounts(sql`SELECT level, COUNT(*) AS n FROM attestations GROUP BY level`),
@@ -282,6 +321,8 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       insertIfAbsent,
       insertClaimsIfAbsent,
       liveClaims,
+      groupStatements,
+      groupStatementsNow,
       countsByLevel,
       withTransaction: sql.withTransaction
     }

@@ -10,8 +10,13 @@
  * A request waits through `Effect.async` on a plain array: no Queue, no
  * Deferred and no worker fiber per request (the hot paths pay for every
  * allocation; README, Performance).
+ *
+ * With `processNow`, a batch is first offered to it, in the turn that flushes
+ * it: a batch it answers needs no fiber at all (the attests' group on SQLite,
+ * Attestor). When it answers UNDECIDED, or throws, the batch runs as `process`.
  */
 import { Cause, Effect, Exit, Fiber, FiberId, Runtime, type Scope } from "effect"
+import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 type Resume<O, E> = (exit: Exit.Exit<O, E>) => void
 
@@ -30,6 +35,12 @@ export const makeGroupCommit = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
   readonly maxBatch: number
   readonly workers: number
+  /**
+   * The batch's outcomes now, or UNDECIDED (having changed nothing) when it cannot
+   * answer without waiting. A throw must have changed nothing either: the batch is
+   * then run by `process`, which decides its outcome.
+   */
+  readonly processNow?: ((items: ReadonlyArray<I>) => ReadonlyArray<O> | Undecided) | undefined
 }): Effect.Effect<GroupCommit<I, O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
@@ -56,6 +67,15 @@ export const makeGroupCommit = <I, O, E>(options: {
         }
       })
 
+    const answerNow = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>): ReadonlyArray<O> | Undecided => {
+      if (options.processNow === undefined) return UNDECIDED
+      try {
+        return options.processNow(entries.map(([item]) => item))
+      } catch {
+        return UNDECIDED
+      }
+    }
+
     const flushSoon = () => {
       if (scheduled || closed || waiting.length === 0 || running.size >= options.workers) return
       scheduled = true
@@ -65,6 +85,11 @@ export const makeGroupCommit = <I, O, E>(options: {
       scheduled = false
       if (closed) return
       const entries = waiting.splice(0, options.maxBatch)
+      const now = answerNow(entries)
+      if (now !== UNDECIDED) {
+        entries.forEach(([, resume], i) => resume(Exit.succeed(now[i]!)))
+        return flushSoon()
+      }
       const fiber = runFork(runBatch(entries))
       running.add(fiber)
       fiber.addObserver(() => {

@@ -91,12 +91,18 @@ export const decodeRows = <A, I, R>(row: Schema.Schema<A, I, R>) => {
  * (SqliteReader). Registered with the row schemas decodeRows uses.
  */
 export const decodeRowSync = <A, I>(row: Schema.Schema<A, I, never>): ((u: unknown) => A) => {
+  const decode = decodeRowsSync(row)
+  return (u) => decode([u])[0]!
+}
+
+/** decodeRowSync for an array of rows (SqliteNow's reads and writes). */
+export const decodeRowsSync = <A, I>(row: Schema.Schema<A, I, never>): ((u: ReadonlyArray<unknown>) => ReadonlyArray<A>) => {
   rowSchemas.add(row)
   const decode = renamingRowsDecoderEither(row) ?? Schema.decodeUnknownEither(Schema.Array(row))
   return (u) => {
-    const rows = decode([u])
+    const rows = decode(u)
     if (Either.isLeft(rows)) throw rows.left
-    return rows.right[0]!
+    return rows.right
   }
 }
 

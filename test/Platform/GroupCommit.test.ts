@@ -1,7 +1,8 @@
 /** Group commit isolates failures: one failing item is answered alone, the rest commit. */
-import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
+import { Deferred, Effect, Either, Exit, Fiber, Scope } from "effect"
 import fc from "fast-check"
 import { describe, expect, it } from "vitest"
+import { UNDECIDED, type Undecided } from "../../src/Domain/Undecided.js"
 import { makeGroupCommit } from "../../src/Platform/GroupCommit.js"
 
 describe("group commit", () => {
@@ -118,5 +119,42 @@ describe("group commit", () => {
       expect(Exit.isInterrupted(yield* Effect.exit(submit(3)))).toBe(true)
     }))
     expect(events).toEqual(["committed 1", "closed"])
+  })
+
+  describe("processNow", () => {
+    /** Submits `items` at once to a group commit over `processNow` and a `process` that notes its batches. */
+    const run = async (items: ReadonlyArray<number>, processNow: (batch: ReadonlyArray<number>) => ReadonlyArray<number> | Undecided) => {
+      const fiberBatches: Array<ReadonlyArray<number>> = []
+      const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        const submit = yield* makeGroupCommit<number, number, string>({
+          process: (batch) =>
+            batch.includes(13) ? Effect.fail("unlucky") : Effect.sync(() => (fiberBatches.push(batch), batch.map((n) => n * 10))),
+          processNow,
+          maxBatch: 4,
+          workers: 1
+        })
+        return yield* Effect.all(items.map((n) => Effect.either(submit(n))), { concurrency: "unbounded" })
+      })))
+      return { results, fiberBatches }
+    }
+
+    it("answers a batch it can decide without a fiber: process never runs", async () => {
+      const nowBatches: Array<ReadonlyArray<number>> = []
+      const { fiberBatches, results } = await run([1, 2, 3, 4, 5], (batch) => (nowBatches.push(batch), batch.map((n) => n * 2)))
+      expect(results).toEqual([1, 2, 3, 4, 5].map((n) => Either.right(n * 2)))
+      expect(nowBatches).toEqual([[1, 2, 3, 4], [5]])
+      expect(fiberBatches).toEqual([])
+    })
+
+    it("hands a batch it answers UNDECIDED, or throws on, to process, which decides each outcome", async () => {
+      const { fiberBatches, results } = await run([1, 2, 3, 4, 5, 6, 13], (batch) => {
+        if (batch.includes(1)) return UNDECIDED
+        if (batch.includes(5)) throw new Error("busy")
+        return batch.map((n) => n * 2)
+      })
+      // [1..4] UNDECIDED, [5, 6, 13] threw: process ran both, and split the failing one item by item
+      expect(fiberBatches).toEqual([[1, 2, 3, 4], [5], [6]])
+      expect(results).toEqual([...[1, 2, 3, 4, 5, 6].map((n) => Either.right(n * 10)), Either.left("unlucky")])
+    })
   })
 })

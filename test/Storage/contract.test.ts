@@ -5,7 +5,7 @@
  */
 import { it as effectIt } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Cause, Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock, Tracer } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Fiber, Layer, ManagedRuntime, TestClock } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
@@ -18,8 +18,10 @@ import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
+import { SqliteStatementObserver } from "../../src/Platform/SqliteClient.js"
 import pg from "pg"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
+import { queryTextTracer } from "../helpers/statementNotes.js"
 import { randomHash, WIRE_TIME } from "../helpers/server.js"
 
 const makeRuntime = (db: TestDatabase) =>
@@ -32,28 +34,28 @@ const makeRuntime = (db: TestDatabase) =>
 
 type Runtime = ReturnType<typeof makeRuntime>
 
-/** A second runtime over the same database whose tracer notes each statement's text in `texts`. */
+/**
+ * A second runtime over the same database that notes each statement's text in
+ * `texts`: on Postgres from @effect/sql's spans (BEGIN and COMMIT have none), on
+ * SQLite as the connection runs them (SqliteStatementObserver), so a group the
+ * Attestor runs now, without a fiber or a span, is noted too, with its BEGIN and COMMIT.
+ */
 const notingRuntime = (db: TestDatabase) => {
   const texts: Array<string> = []
-  const native = Effect.runSync(Effect.tracer)
-  const noting = Tracer.make({
-    span: (...args) => {
-      const span = native.span(...args)
-      const attribute = span.attribute.bind(span)
-      span.attribute = (key, value) => {
-        if (key === "db.query.text") texts.push(String(value))
-        attribute(key, value)
-      }
-      return span
-    },
-    context: native.context
-  })
+  const noting = queryTextTracer((text) => void texts.push(text))
+  const observing = db.dialect === "sqlite"
+    ? Layer.succeed(SqliteStatementObserver, (source: string) => void texts.push(source))
+    : Layer.setTracer(noting)
   const traced = ManagedRuntime.make(
     AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
-      .pipe(Layer.provide(Layer.setTracer(noting)))
+      .pipe(Layer.provide(observing))
   )
   return { traced, texts }
 }
+
+/** A statement's first three words; BEGIN and COMMIT, which only SQLite's notes hold, left out. */
+const statementHeads = (texts: ReadonlyArray<string>) =>
+  texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" ")).filter((t) => t !== "BEGIN" && t !== "COMMIT")
 
 const newKey = (overrides: Partial<{ scopes: ReadonlyArray<Scope> | null; monthlyQuota: number | null; orgId: string | null }> = {}) =>
   Effect.gen(function*() {
@@ -98,6 +100,13 @@ for (const dialect of await dialects()) {
     })
 
     describe("Attestor", () => {
+      /**
+       * A group's inserts into `table` for `rows` new rows: one multi-row statement; on SQLite, where
+       * the group runs now (Attestor, SqliteNow), one single-row statement per row.
+       */
+      const insertsOf = (table: string, rows: number) =>
+        db.dialect === "sqlite" ? Array.from({ length: rows }, () => `INSERT INTO ${table}`) : [`INSERT INTO ${table}`]
+
       it("creates a signed T0 attestation once; re-attesting returns it with the same claim", async () => {
         const { key } = await rt.runPromise(newKey())
         const hash = randomHash()
@@ -142,7 +151,7 @@ for (const dialect of await dialects()) {
           texts.length = 0
           const theirs = await batch(other)
           expect(theirs.map((r) => [r.created, r.attestation.id, r.claim.apiKeyId])).toEqual(first.map((r) => [false, r.attestation.id, other.id]))
-          expect(writes().map((t) => t.match(/INSERT INTO \w+/)?.[0])).toEqual(["INSERT INTO claims"])
+          expect(statementHeads(writes())).toEqual(insertsOf("claims", hashes.length))
 
           // a claim the key gave up is made anew
           const sql = await rt.runPromise(SqlClient.SqlClient)
@@ -166,8 +175,11 @@ for (const dialect of await dialects()) {
           const results = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
-          // (BEGIN and COMMIT have no span of their own)
-          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
+          expect(statementHeads(texts)).toEqual(["SELECT * FROM", ...insertsOf("attestations", 3), ...insertsOf("claims", 3)])
+          // on SQLite the notes show the transaction too: the read before it, the inserts in it
+          if (db.dialect === "sqlite") {
+            expect(texts.map((t) => t.trim().split(/\s+/)[0])).toEqual(["SELECT", "BEGIN", ...Array(6).fill("INSERT"), "COMMIT"])
+          }
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))
           expect(new Map(stored.map((a) => [a.hashHex, a]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation])))

@@ -556,9 +556,13 @@ const shortUrl = (url) => {
   return url.replace(/^file:\/\//, "")
 }
 
-/** The newest .cpuprofile in dir. */
+/**
+ * The newest .cpuprofile of a main thread in dir. Node names them
+ * CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile, and each worker thread
+ * (the nonce worker, the Merkle worker) writes its own: thread 0 is the event loop's.
+ */
 export const newestProfile = (dir) => {
-  const files = readdirSync(dir).filter((f) => f.endsWith(".cpuprofile")).map((f) => path.join(dir, f))
+  const files = readdirSync(dir).filter((f) => /\.0\.\d+\.cpuprofile$/.test(f)).map((f) => path.join(dir, f))
   if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
   return files.sort((a, b) => statSync(b).mtimeMs - statSync(a).mtimeMs)[0]
 }

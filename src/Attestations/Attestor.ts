@@ -8,18 +8,17 @@
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
 import { newAttestationId } from "../Domain/AttestationId.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { formatMicros, formatMillis } from "../Domain/Time.js"
-import { UNDECIDED } from "../Domain/Undecided.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { Signer } from "../Platform/Signer.js"
 import { SqliteNow } from "../Platform/SqliteClient.js"
 import { done, type Program, runEffect, runNow, type Step } from "../Platform/Steps.js"
 import type { Attestation, Claim } from "./Domain.js"
-import { AttestationRepo, type GroupStatements, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
+import { AttestationRepo, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
 
 export interface AttestInput {
   readonly key: ApiKey
@@ -168,9 +167,8 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       )
     }
 
-    const statements = repo.groupStatements
     const fiberStore: GroupStore = {
-      ...statements,
+      ...repo.groupStatements,
       transaction: (body) => repo.withTransaction(runEffect(body))
     }
     const process = (inputs: ReadonlyArray<AttestInput>) =>

@@ -71,7 +71,8 @@ export const makeGroupCommit = <I, O, E>(options: {
       if (options.processNow === undefined) return UNDECIDED
       try {
         return options.processNow(entries.map(([item]) => item))
-      } catch {
+      } catch (e) {
+        runFork(Effect.logWarning("a group could not run now; it runs in a fiber", Cause.die(e)))
         return UNDECIDED
       }
     }

@@ -22,8 +22,6 @@ import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 /** Statements on the connection, run now (inside SqliteNow.runNow). */
 export interface RunNow {
-  /** The rows of `source` with `params` (none for a statement that returns none). */
-  readonly rows: (source: string, params: ReadonlyArray<unknown>) => ReadonlyArray<Record<string, unknown>>
   /** The rows of a statement built with the SqlClient's `sql` template: compiled by its compiler, run here. */
   readonly statementRows: (statement: Statement.Statement<unknown>) => ReadonlyArray<Record<string, unknown>>
   /** `body` in a transaction begun and committed now; a throw rolls it back and is rethrown. */
@@ -137,7 +135,6 @@ const make = (filename: string) =>
     })
 
     const run: RunNow = {
-      rows: (source, params) => runRows(prepare(source), params, false),
       statementRows: (statement) => {
         const [source, params] = statement.compile()
         return runRows(prepare(source), params, false)

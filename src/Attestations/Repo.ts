@@ -123,8 +123,9 @@ const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray
 
 /**
  * The statements of the attests' group commit (Attestor), each written once: as an
- * Effect through @effect/sql, and run now on SQLite's connection (`now(run)`), the
- * same SQL compiled by the same compiler, its rows decoded by the same schema.
+ * Effect through @effect/sql (`groupStatements`), and run now on SQLite's connection
+ * (`groupStatementsNow(run)`): the same SQL from the same compiler (the inserts in
+ * their one-row form, a statement per row), the rows decoded by the same schemas.
  */
 export interface GroupStatements<F extends "effect" | "now"> {
   readonly findByHashes: (hashes: ReadonlyArray<string>) => Out<F, ReadonlyArray<Attestation>>

@@ -89,7 +89,8 @@ const make = (filename: string) =>
       Effect.withFiberRuntime<ReadonlyArray<any>, SqlError.SqlError>((fiber) =>
         attempt("Failed to execute statement", () => {
           const statement = prepare(source)
-          if (Context.get(fiber.currentContext, SqlClient.SafeIntegers)) statement.safeIntegers(true)
+          // Set both ways: the statement is cached, and a flag set once would stay set for every later caller.
+          statement.safeIntegers(Context.get(fiber.currentContext, SqlClient.SafeIntegers))
           return runRows(statement, params, raw)
         })
       )
@@ -137,7 +138,8 @@ const make = (filename: string) =>
     const run: RunNow = {
       statementRows: (statement) => {
         const [source, params] = statement.compile()
-        return runRows(prepare(source), params, false)
+        // numbers, as the fiber path reads without SafeIntegers (a fiber may have set it on this cached statement)
+        return runRows(prepare(source).safeIntegers(false), params, false)
       },
       transaction: (body) => {
         prepare("BEGIN").run()

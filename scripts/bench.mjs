@@ -216,6 +216,8 @@ const SECTIONS = [
       const { benchAllocations } = await import(new URL("./bench/allocations.mjs", import.meta.url).href)
       allocations = await benchAllocations({
         scenarios: envList("BENCH_ALLOCATIONS_SCENARIOS", ["verify", "attest-new"]),
+        db: process.env.BENCH_ALLOCATIONS_DB ?? "sqlite",
+        top: envInt("BENCH_ALLOCATIONS_TOP", 15),
         requests: envInt("BENCH_ALLOCATIONS_REQUESTS", 20_000),
         connections: config.connections,
         seed: config.seed,

@@ -1,5 +1,5 @@
 // Bytes allocated per request, by allocating function, inside a running server on
-// SQLite: the server runs with scripts/bench/heap-sampling.cjs preloaded (V8's
+// SQLite (or Postgres, db "pg": BENCH_ALLOCATIONS_DB=pg): the server runs with scripts/bench/heap-sampling.cjs preloaded (V8's
 // sampling heap profiler, every 256 bytes on average, counting objects already
 // collected). For each scenario it warms the server with BENCH_ALLOCATIONS_REQUESTS
 // requests, samples over as many more, and reports the total and the top sites.
@@ -10,17 +10,19 @@ import { rmSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { SCENARIOS } from "./http.mjs"
-import { createApiKey, randomHashHex, seedHashes, signalForJson, sleep, startAttestd, table } from "./lib.mjs"
+import { createApiKey, createPgDatabase, dropPgDatabase, randomHashHex, seedHashes, signalForJson, sleep, startAttestd, table } from "./lib.mjs"
 
 const PRELOAD = path.join(path.dirname(fileURLToPath(import.meta.url)), "heap-sampling.cjs")
 
-export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], requests = 20_000, connections = 50, seed = 1000, top = 15, log = console.log }) => {
+export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], db = "sqlite", requests = 20_000, connections = 50, seed = 1000, top = 15, log = console.log }) => {
   const rows = []
   for (const scenario of scenarios) {
     const spec = SCENARIOS[scenario]
     if (spec?.server !== "attestd") throw new Error(`unknown attestd scenario ${scenario}`)
     const out = path.join(process.env.TMPDIR ?? "/tmp", `attestd-allocations-${process.pid}-${scenario}.json`)
-    const server = await startAttestd({ name: "attestd-allocations", nodeArgs: ["--require", PRELOAD], env: { BENCH_ALLOCATIONS_OUT: out } })
+    const pgName = db === "pg" ? `attestd_bench_${process.pid}_alloc` : undefined
+    const databaseUrl = pgName ? await createPgDatabase(pgName) : undefined
+    const server = await startAttestd({ name: "attestd-allocations", databaseUrl, nodeArgs: ["--require", PRELOAD], env: { BENCH_ALLOCATIONS_OUT: out } })
     try {
       const key = await createApiKey({ env: server.env })
       const existing = Array.from({ length: seed }, randomHashHex)
@@ -34,16 +36,17 @@ export const benchAllocations = async ({ scenarios = ["verify", "attest-new"], r
         .sort((a, b) => b.bytes - a.bytes)
       const total = r.requests.total
       const bytes = sites.reduce((a, s) => a + s.bytes, 0)
-      log(`  ${scenario}: ${total} requests (${r.non2xx} non-2xx), ~${(bytes / total / 1024).toFixed(1)} KiB allocated per request`)
+      log(`  ${db} ${scenario}: ${total} requests (${r.non2xx} non-2xx), ~${(bytes / total / 1024).toFixed(1)} KiB allocated per request`)
       log(table(
         ["allocating function", "B/req", "%"],
         sites.slice(0, top).map((s) => [s.site.slice(0, 110), (s.bytes / total).toFixed(0), (100 * s.bytes / bytes).toFixed(1)]),
         { right: [1, 2] }
       ).split("\n").map((l) => `    ${l}`).join("\n"))
-      rows.push({ scenario, requests: total, non2xx: r.non2xx, bytesPerRequest: bytes / total, top: sites.slice(0, top).map((s) => ({ site: s.site, bytesPerRequest: s.bytes / total })) })
+      rows.push({ db, scenario, requests: total, non2xx: r.non2xx, bytesPerRequest: bytes / total, top: sites.slice(0, top).map((s) => ({ site: s.site, bytesPerRequest: s.bytes / total })) })
     } finally {
       await server.stop()
       rmSync(out, { force: true })
+      if (pgName) await dropPgDatabase(pgName)
     }
   }
   return { rows }

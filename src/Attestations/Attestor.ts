@@ -8,12 +8,13 @@
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, type Either } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
 import { newAttestationId } from "../Domain/AttestationId.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { formatMicros, formatMillis } from "../Domain/Time.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
+import { PgDirect } from "../Platform/PgDirect.js"
 import { Signer } from "../Platform/Signer.js"
 import { SqliteNow } from "../Platform/SqliteClient.js"
 import { done, type Program, runEffect, runNow, type Step } from "../Platform/Steps.js"
@@ -193,7 +194,17 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         return runNow(program(store, inputs))
       }))
 
-    const submit = yield* makeGroupCommit({ process, processNow, maxBatch: 64, workers: isPg ? 2 : 1 })
+    /**
+     * The group with callbacks, on one client of Postgres's pool (PgDirect): the
+     * statements and the transaction of `process`, with no fiber and no @effect/sql
+     * statement around each. When it fails, the group runs as `process` (GroupCommit).
+     */
+    const pgDirect = yield* PgDirect
+    const processThen = pgDirect &&
+      ((inputs: ReadonlyArray<AttestInput>, k: (outcome: Either.Either<ReadonlyArray<Array<Attested>>, unknown>) => void) =>
+        pgDirect.runThen((run) => program({ ...repo.groupStatementsThen(run), transaction: run.transaction }, inputs), k))
+
+    const submit = yield* makeGroupCommit({ process, processNow, processThen, maxBatch: 64, workers: isPg ? 2 : 1 })
 
     return {
       attest: (input: AttestInput) => submit(input),

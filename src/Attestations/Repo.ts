@@ -1,11 +1,13 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
-import { SqlClient, type SqlError } from "@effect/sql"
+import { SqlClient, type SqlError, type Statement } from "@effect/sql"
 import { Effect, type Exit, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
+import type { RunThen } from "../Platform/PgDirect.js"
 import type { RunNow } from "../Platform/SqliteClient.js"
+import type { Step } from "../Platform/Steps.js"
 import { SqliteReader } from "../Platform/SqliteReader.js"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { inTransaction } from "../Platform/Sql.js"
@@ -117,6 +119,15 @@ const inChunks = <A, B, E, R>(
 ): Effect.Effect<Array<B>, E, R> =>
   xs.length === 0 ? Effect.succeed([]) : Effect.map(Effect.forEach(chunksOf(xs), statement), (results) => results.flat())
 
+/** inChunks as one step of a program run with callbacks (PgDirect): the chunks' statements one after another. */
+const inChunksThen = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => Step<ReadonlyArray<B>>): Step<Array<B>> => ({
+  *[Symbol.iterator]() {
+    const out: Array<B> = []
+    for (const part of chunksOf(xs)) out.push(...(yield* statement(part)))
+    return out
+  }
+})
+
 /** inChunks, run now on SQLite's connection (SqliteNow). */
 const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => ReadonlyArray<B>): Array<B> =>
   chunksOf(xs).flatMap(statement)
@@ -127,13 +138,13 @@ const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray
  * (`groupStatementsNow(run)`): the same SQL from the same compiler (the inserts in
  * their one-row form, a statement per row), the rows decoded by the same schemas.
  */
-export interface GroupStatements<F extends "effect" | "now"> {
+export interface GroupStatements<F extends "effect" | "now" | "then"> {
   readonly findByHashes: (hashes: ReadonlyArray<string>) => Out<F, ReadonlyArray<Attestation>>
   readonly liveClaims: (keyId: string, seqs: ReadonlyArray<number>) => Out<F, ReadonlyArray<Claim>>
   readonly insertIfAbsent: (rows: ReadonlyArray<NewAttestationRow>) => Out<F, ReadonlyArray<Attestation>>
   readonly insertClaimsIfAbsent: (rows: ReadonlyArray<NewClaimRow>) => Out<F, ReadonlyArray<Claim>>
 }
-type Out<F, A> = F extends "effect" ? Effect.Effect<A, SqlError.SqlError> : A
+type Out<F, A> = F extends "effect" ? Effect.Effect<A, SqlError.SqlError> : F extends "then" ? Step<A> : A
 
 export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestations/AttestationRepo", {
   scoped: Effect.gen(function*() {
@@ -300,6 +311,22 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       insertClaimsIfAbsent: (rows) =>
         rows.flatMap((row) => insertedClaims([row], insertedClaimKeysNow(run.statementRows(insertClaimsStatement([row])))))
     })
+    /** The Effect form's statements (multi-row inserts: each is a round trip), run with callbacks on a Postgres pool client (PgDirect). */
+    const groupStatementsThen = (run: RunThen): GroupStatements<"then"> => {
+      const rowsOf = <A>(decode: (rows: ReadonlyArray<unknown>) => ReadonlyArray<A>, statement: Statement.Statement<unknown>): Step<ReadonlyArray<A>> => ({
+        *[Symbol.iterator]() {
+          return decode(yield* run.statementRows(statement))
+        }
+      })
+      return {
+        findByHashes: (hashes) => inChunksThen(hashes, (part) => rowsOf(attestationRowsNow, findByHashesStatement(part))),
+        liveClaims: (keyId, seqs) => inChunksThen(seqs, (part) => rowsOf(claimRowsNow, liveClaimsStatement(keyId, part))),
+        insertIfAbsent: (rows) =>
+          inChunksThen(rows, (part) => rowsOf((r) => inserted(part, insertedAttestationKeysNow(r)), insertStatement(part))),
+        insertClaimsIfAbsent: (rows) =>
+          inChunksThen(rows, (part) => rowsOf((r) => insertedClaims(part, insertedClaimKeysNow(r)), insertClaimsStatement(part)))
+      }
+    }
 
     const countsByLevel = Effect.map(
       levelCounts(sql`SELECT level, COUNT(*) AS n FROM attestations GROUP BY level`),
@@ -324,6 +351,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       liveClaims,
       groupStatements,
       groupStatementsNow,
+      groupStatementsThen,
       countsByLevel,
       withTransaction: sql.withTransaction
     }

@@ -14,8 +14,11 @@
  * With `processNow`, a batch is first offered to it, in the turn that flushes
  * it: a batch it answers needs no fiber at all (the attests' group on SQLite,
  * Attestor). When it answers UNDECIDED, or throws, the batch runs as `process`.
+ * With `processThen`, a batch is run with callbacks instead of a fiber (the
+ * attests' group on Postgres); when it fails, the batch runs as `process`,
+ * which decides each item's outcome.
  */
-import { Cause, Effect, Exit, Fiber, FiberId, Runtime, type Scope } from "effect"
+import { Cause, Effect, Either, Exit, Fiber, FiberId, Runtime, type Scope } from "effect"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 type Resume<O, E> = (exit: Exit.Exit<O, E>) => void
@@ -41,11 +44,20 @@ export const makeGroupCommit = <I, O, E>(options: {
    * then run by `process`, which decides its outcome.
    */
   readonly processNow?: ((items: ReadonlyArray<I>) => ReadonlyArray<O> | Undecided) | undefined
+  /**
+   * Runs the batch with callbacks: `k` gets its outcomes, or an error, once. An
+   * error must leave nothing half done (a transaction rolled back): the batch is
+   * then run by `process`.
+   */
+  readonly processThen?: ((items: ReadonlyArray<I>, k: (outcome: Either.Either<ReadonlyArray<O>, unknown>) => void) => void) | undefined
 }): Effect.Effect<GroupCommit<I, O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const runFork = Runtime.runFork(yield* Effect.runtime<never>())
     const waiting: Array<readonly [I, Resume<O, E>]> = []
     const running = new Set<Fiber.RuntimeFiber<void>>()
+    /** Batches under way with callbacks (processThen), and who waits for them to end (closing). */
+    let runningThen = 0
+    const onThenIdle: Array<() => void> = []
     let scheduled = false
     let closed = false
 
@@ -78,9 +90,39 @@ export const makeGroupCommit = <I, O, E>(options: {
     }
 
     const flushSoon = () => {
-      if (scheduled || closed || waiting.length === 0 || running.size >= options.workers) return
+      if (scheduled || closed || waiting.length === 0 || running.size + runningThen >= options.workers) return
       scheduled = true
       setImmediate(flush)
+    }
+    const runInFiber = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>) => {
+      const fiber = runFork(runBatch(entries))
+      running.add(fiber)
+      fiber.addObserver(() => {
+        running.delete(fiber)
+        flushSoon()
+      })
+    }
+    const runThen = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>, processThen: NonNullable<typeof options.processThen>) => {
+      runningThen++
+      let ended = false
+      const end = (outcome: Either.Either<ReadonlyArray<O>, unknown>) => {
+        if (ended) return
+        ended = true
+        if (Either.isRight(outcome)) {
+          entries.forEach(([, resume], i) => resume(Exit.succeed(outcome.right[i]!)))
+        } else {
+          runFork(Effect.logWarning("a group run with callbacks failed; it runs in a fiber", Cause.die(outcome.left)))
+          runInFiber(entries)
+        }
+        runningThen--
+        if (runningThen === 0) for (const idle of onThenIdle.splice(0)) idle()
+        flushSoon()
+      }
+      try {
+        processThen(entries.map(([item]) => item), end)
+      } catch (e) {
+        end(Either.left(e))
+      }
     }
     const flush = () => {
       scheduled = false
@@ -91,23 +133,23 @@ export const makeGroupCommit = <I, O, E>(options: {
         entries.forEach(([, resume], i) => resume(Exit.succeed(now[i]!)))
         return flushSoon()
       }
-      const fiber = runFork(runBatch(entries))
-      running.add(fiber)
-      fiber.addObserver(() => {
-        running.delete(fiber)
-        flushSoon()
-      })
+      if (options.processThen !== undefined) runThen(entries, options.processThen)
+      else runInFiber(entries)
       flushSoon()
     }
 
     // Closing waits for the batches under way (they may hold a transaction) and
-    // interrupts the requests that have not joined one.
+    // interrupts the requests that have not joined one. A batch run with callbacks
+    // that fails while closing runs in a fiber: the fibers are awaited after them.
     yield* Effect.addFinalizer(() =>
       Effect.suspend(() => {
         closed = true
         for (const [, resume] of waiting.splice(0)) resume(Exit.interrupt(FiberId.none))
-        return Fiber.awaitAll([...running])
-      })
+        return Effect.async<void>((resume) => {
+          if (runningThen === 0) resume(Effect.void)
+          else onThenIdle.push(() => resume(Effect.void))
+        })
+      }).pipe(Effect.zipRight(Effect.suspend(() => Fiber.awaitAll([...running]))))
     )
 
     const enqueue = (item: I, resume: Resume<O, E>): void => {

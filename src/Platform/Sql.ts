@@ -3,11 +3,11 @@
  * migrations of both dialects. Everything above this file talks to `SqlClient`.
  */
 import { Migrator, SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
+import * as PgDirect from "./PgDirect.js"
 import * as SqliteClient from "./SqliteClient.js"
 
 export type Dialect = "sqlite" | "pg"
@@ -57,11 +57,10 @@ const sqliteLayer = (url: string) => {
   return Layer.provideMerge(pragmas, SqliteClient.layer(filename))
 }
 
-const pgLayer = (url: string, maxConnections: number) =>
-  PgClient.layer({ url: Redacted.make(url), maxConnections, applicationName: "attestd" })
+const pgLayer = (url: string, maxConnections: number) => PgDirect.layer(url, maxConnections)
 
 /** The SqlClient for a DATABASE_URL. */
-export const layerFromUrl = (url: string, options: { readonly maxConnections?: number } = {}) =>
+export const layerFromUrl = (url: string, options: { readonly maxConnections?: number } = {}): Layer.Layer<SqlClient.SqlClient> =>
   dialectOf(url) === "sqlite"
     ? sqliteLayer(url).pipe(Layer.orDie)
     : pgLayer(url, options.maxConnections ?? 10).pipe(Layer.orDie)

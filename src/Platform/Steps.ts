@@ -1,14 +1,17 @@
 /**
- * One program, two drivers. A program written as a generator over `Step`s runs
+ * One program, three drivers. A program written as a generator over `Step`s runs
  * as an Effect when its steps are Effects (`runEffect`: Effect.gen drives it, and
- * each `yield* step` waits as usual), and synchronously when its steps are values
+ * each `yield* step` waits as usual); synchronously when its steps are values
  * computed already (`done`, `runNow`: the generator never yields, so it finishes
- * in its first `next()`). The group commit of attests is one such program: on
+ * in its first `next()`); and with callbacks when its steps wait for one
+ * (`waiting`, `runThen`: each step resumes the generator from a driver's
+ * callback, with no fiber). The group commit of attests is one such program: on
  * SQLite it runs now, in the event loop's turn, on the connection's synchronous
- * API (SqliteNow), and elsewhere, or when the connection is busy, in a fiber
- * through @effect/sql (Attestor). Its logic is written once.
+ * API (SqliteNow); on Postgres with callbacks on a pool client (PgDirect); and
+ * when neither can take it, in a fiber through @effect/sql (Attestor). Its
+ * logic is written once.
  */
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 
 /** A step: an Effect (whose iterator yields it), or a value already computed (`done`). */
 export type Step<A> = { readonly [Symbol.iterator]: () => Iterator<unknown, A, any> }
@@ -35,3 +38,62 @@ export const runNow = <A>(program: Program<A>): A => {
  */
 export const runEffect = <A, E = never>(program: () => Program<A>): Effect.Effect<A, E> =>
   Effect.gen(program as () => Generator<never, A, any>)
+
+/** What a `waiting` step yields to `runThen`: how to start it. */
+class Waiting {
+  constructor(readonly start: (resume: (outcome: Either.Either<unknown, unknown>) => void) => void) {}
+}
+
+/**
+ * A step that waits for a callback: `start` begins it and calls `resume` once,
+ * with its value (right) or its error (left). Only `runThen` drives it.
+ */
+export const waiting = <A>(start: (resume: (outcome: Either.Either<A, unknown>) => void) => void): Step<A> => ({
+  *[Symbol.iterator]() {
+    return (yield new Waiting(start as Waiting["start"])) as A
+  }
+})
+
+/**
+ * Runs a program whose steps are `waiting` (or `done`) and calls `k` once with
+ * its result or its error: a step's error is thrown into the program at its
+ * `yield*`, and a throw the program does not catch ends it. A step that resumes
+ * at once continues in the same loop, not deeper in the stack.
+ */
+export const runThen = <A>(program: Program<A>, k: (outcome: Either.Either<A, unknown>) => void): void => {
+  let input: Either.Either<unknown, unknown> = Either.right(undefined)
+  const advance = (): void => {
+    for (;;) {
+      let r: IteratorResult<unknown, A>
+      try {
+        r = Either.isRight(input) ? program.next(input.right) : program.throw(input.left)
+      } catch (e) {
+        return k(Either.left(e))
+      }
+      if (r.done === true) return k(Either.right(r.value))
+      const step = r.value
+      if (!(step instanceof Waiting)) {
+        input = Either.left(new Error("a program run with callbacks yielded a step that is not `waiting`"))
+        continue
+      }
+      let inLoop = true
+      let resumedInLoop = false
+      let resumed = false
+      const resume = (outcome: Either.Either<unknown, unknown>) => {
+        if (resumed) return
+        resumed = true
+        input = outcome
+        if (inLoop) resumedInLoop = true
+        else advance()
+      }
+      try {
+        step.start(resume)
+      } catch (e) {
+        resume(Either.left(e))
+      }
+      inLoop = false
+      if (!resumedInLoop) return
+    }
+  }
+  advance()
+}

@@ -19,9 +19,8 @@ import { SqliteNow, SqliteStatementObserver } from "../../src/Platform/SqliteCli
 import { UNDECIDED } from "../../src/Domain/Undecided.js"
 import { newAttestationId } from "../../src/Domain/AttestationId.js"
 import type { Attestation } from "../../src/Attestations/Domain.js"
-import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
-import { Signer } from "../../src/Platform/Signer.js"
 import { createDatabase, type TestDatabase } from "../helpers/databases.js"
+import { expectAgainFromReads, expectAnsweredAsStored, firstWords } from "../helpers/attestorPaths.js"
 import { queryTextTracer } from "../helpers/statementNotes.js"
 import { randomHash } from "../helpers/server.js"
 
@@ -40,7 +39,6 @@ const makeRuntime = () => {
 let rt: ReturnType<typeof makeRuntime>
 let key: ApiKey
 
-const firstWords = (texts: ReadonlyArray<string>) => texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))
 const attest = (hashes: ReadonlyArray<string>) =>
   Effect.flatMap(Attestor, (a) => a.attest({ key, hashes, source: "paths", extraData: { n: 1 }, clientEncrypted: false }))
 
@@ -72,22 +70,9 @@ describe("the attests' group on SQLite", () => {
     expect(spans).toEqual([])
     expect(results.map((r) => r.created)).toEqual([true, true, true])
 
-    const repo = await rt.runPromise(AttestationRepo)
-    const stored = await rt.runPromise(repo.findByHashes(hashes))
-    expect(new Map(stored.map((a) => [a.hashHex, a]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation])))
-    const claims = await rt.runPromise(repo.liveClaims(key.id, results.map((r) => r.attestation.seq)))
-    expect(new Map(claims.map((c) => [c.attestationSeq, c]))).toEqual(new Map(results.map((r) => [r.attestation.seq, r.claim])))
-    const signer = await rt.runPromise(Signer)
-    const publicKey = jwkToKeyObject(signer.localKeys.find((k) => k.kid === signer.currentKid)!.jwk)
-    for (const { attestation } of results) expect(verifyT0(attestation, publicKey)).toBe(true)
+    await expectAnsweredAsStored(rt, key.id, hashes, results)
 
-    // again: answered from the reads, nothing written, still no span
-    ran.length = 0
-    spans.length = 0
-    const again = await rt.runPromise(attest(hashes))
-    expect(again.map((r) => [r.created, r.attestation, r.claim])).toEqual(results.map((r) => [false, r.attestation, r.claim]))
-    expect(firstWords(ran)).toEqual(["SELECT * FROM", "SELECT * FROM"])
-    expect(spans).toEqual([])
+    await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
   })
 
   it("run now, an insert skips a digest another writer holds and returns only what it inserted, as the fiber's does", async () => {

@@ -157,4 +157,91 @@ describe("group commit", () => {
       expect(results).toEqual([...[1, 2, 3, 4, 5, 6].map((n) => Either.right(n * 10)), Either.left("unlucky")])
     })
   })
+
+  describe("processThen", () => {
+    type Then = (batch: ReadonlyArray<number>, k: (outcome: Either.Either<ReadonlyArray<number>, unknown>) => void) => void
+    /** Submits `items` at once to a group commit over `processThen` and a `process` that notes its batches. */
+    const run = async (items: ReadonlyArray<number>, processThen: Then, workers = 1) => {
+      const fiberBatches: Array<ReadonlyArray<number>> = []
+      const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+        const submit = yield* makeGroupCommit<number, number, string>({
+          process: (batch) =>
+            batch.includes(13) ? Effect.fail("unlucky") : Effect.sync(() => (fiberBatches.push(batch), batch.map((n) => n * 10))),
+          processThen,
+          maxBatch: 4,
+          workers
+        })
+        return yield* Effect.all(items.map((n) => Effect.either(submit(n))), { concurrency: "unbounded" })
+      })))
+      return { results, fiberBatches }
+    }
+
+    it("answers a batch from its callback, later or at once: process never runs", async () => {
+      const thenBatches: Array<ReadonlyArray<number>> = []
+      const { fiberBatches, results } = await run([1, 2, 3, 4, 5], (batch, k) => {
+        thenBatches.push(batch)
+        const answer = () => k(Either.right(batch.map((n) => n * 2)))
+        if (batch.includes(1)) setTimeout(answer, 5)
+        else answer()
+      })
+      expect(results).toEqual([1, 2, 3, 4, 5].map((n) => Either.right(n * 2)))
+      expect(thenBatches).toEqual([[1, 2, 3, 4], [5]])
+      expect(fiberBatches).toEqual([])
+    })
+
+    it("hands a batch whose callback reports an error, or that throws, to process, which decides each outcome", async () => {
+      const { fiberBatches, results } = await run([1, 2, 3, 4, 5, 6, 13], (batch, k) => {
+        if (batch.includes(1)) return void setTimeout(() => k(Either.left(new Error("connection lost"))), 1)
+        throw new Error("no client")
+      })
+      // [1..4] failed later, [5, 6, 13] threw: process ran both, and split the failing one item by item
+      expect(fiberBatches).toEqual([[1, 2, 3, 4], [5], [6]])
+      expect(results).toEqual([...[1, 2, 3, 4, 5, 6].map((n) => Either.right(n * 10)), Either.left("unlucky")])
+    })
+
+    it("a callback called twice answers once", async () => {
+      const { results } = await run([1, 2], (batch, k) => {
+        k(Either.right(batch.map((n) => n * 2)))
+        k(Either.right(batch.map((n) => n * 3)))
+        k(Either.left(new Error("late")))
+      })
+      expect(results).toEqual([Either.right(2), Either.right(4)])
+    })
+
+    it("counts its batches among the `workers` under way, and closing waits for them", async () => {
+      const events: Array<string> = []
+      let underWay = 0
+      let most = 0
+      const pending: Array<() => void> = []
+      await Effect.runPromise(Effect.gen(function*() {
+        const scope = yield* Scope.make()
+        const submit = yield* makeGroupCommit<number, number, string>({
+          process: () => Effect.die("not this path"),
+          processThen: (batch, k) => {
+            most = Math.max(most, ++underWay)
+            events.push(`start ${batch.join(",")}`)
+            pending.push(() => (underWay--, events.push(`end ${batch.join(",")}`), k(Either.right(batch))))
+          },
+          maxBatch: 2,
+          workers: 2
+        }).pipe(Scope.extend(scope))
+        const all = yield* Effect.fork(Effect.all([1, 2, 3, 4, 5].map((n) => submit(n)), { concurrency: "unbounded" }))
+        while (pending.length < 2) yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+        // two batches under way, the third waits for one of them
+        expect(events).toEqual(["start 1,2", "start 3,4"])
+        pending.shift()!()
+        while (pending.length < 2) yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
+        expect(events).toEqual(["start 1,2", "start 3,4", "end 1,2", "start 5"])
+        // closing waits for the two under way
+        const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+        yield* Effect.promise(() => new Promise((r) => setTimeout(r, 20)))
+        expect(closing.unsafePoll()).toBeNull()
+        for (const end of pending.splice(0)) end()
+        yield* Fiber.join(closing)
+        expect(yield* Fiber.join(all)).toEqual([1, 2, 3, 4, 5])
+      }))
+      expect(most).toBe(2)
+    })
+  })
 })

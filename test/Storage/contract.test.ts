@@ -18,6 +18,7 @@ import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
+import { PgStatementObserver } from "../../src/Platform/PgDirect.js"
 import { SqliteStatementObserver } from "../../src/Platform/SqliteClient.js"
 import pg from "pg"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
@@ -36,16 +37,18 @@ type Runtime = ReturnType<typeof makeRuntime>
 
 /**
  * A second runtime over the same database that notes each statement's text in
- * `texts`: on Postgres from @effect/sql's spans (BEGIN and COMMIT have none), on
- * SQLite as the connection runs them (SqliteStatementObserver), so a group the
- * Attestor runs now, without a fiber or a span, is noted too, with its BEGIN and COMMIT.
+ * `texts`: on SQLite as the connection runs them (SqliteStatementObserver), so a
+ * group the Attestor runs now, without a fiber or a span, is noted too, with its
+ * BEGIN and COMMIT; on Postgres from @effect/sql's spans (BEGIN and COMMIT have
+ * none) and from PgDirect, which runs the group with callbacks, without a span
+ * (PgStatementObserver: BEGIN and COMMIT included).
  */
 const notingRuntime = (db: TestDatabase) => {
   const texts: Array<string> = []
   const noting = queryTextTracer((text) => void texts.push(text))
-  const observing = db.dialect === "sqlite"
+  const observing: Layer.Layer<never> = db.dialect === "sqlite"
     ? Layer.succeed(SqliteStatementObserver, (source: string) => void texts.push(source))
-    : Layer.setTracer(noting)
+    : Layer.merge(Layer.setTracer(noting), Layer.succeed(PgStatementObserver, (text: string) => void texts.push(text)))
   const traced = ManagedRuntime.make(
     AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
       .pipe(Layer.provide(observing))
@@ -53,7 +56,7 @@ const notingRuntime = (db: TestDatabase) => {
   return { traced, texts }
 }
 
-/** A statement's first three words; BEGIN and COMMIT, which only SQLite's notes hold, left out. */
+/** A statement's first three words; BEGIN and COMMIT (which the fiber path's spans on Postgres do not show) left out. */
 const statementHeads = (texts: ReadonlyArray<string>) =>
   texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" ")).filter((t) => t !== "BEGIN" && t !== "COMMIT")
 
@@ -176,10 +179,11 @@ for (const dialect of await dialects()) {
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
           expect(statementHeads(texts)).toEqual(["SELECT * FROM", ...insertsOf("attestations", 3), ...insertsOf("claims", 3)])
-          // on SQLite the notes show the transaction too: the read before it, the inserts in it
-          if (db.dialect === "sqlite") {
-            expect(texts.map((t) => t.trim().split(/\s+/)[0])).toEqual(["SELECT", "BEGIN", ...Array(6).fill("INSERT"), "COMMIT"])
-          }
+          // the notes show the transaction too (the group runs now on SQLite, with callbacks on
+          // Postgres): the read before it, the inserts in it
+          expect(texts.map((t) => t.trim().split(/\s+/)[0])).toEqual(
+            ["SELECT", "BEGIN", ...Array(db.dialect === "sqlite" ? 6 : 2).fill("INSERT"), "COMMIT"]
+          )
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))
           expect(new Map(stored.map((a) => [a.hashHex, a]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation])))

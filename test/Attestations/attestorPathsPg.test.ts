@@ -1,0 +1,130 @@
+/**
+ * The attests' group on Postgres runs with callbacks on one client of the pool
+ * (PgDirect), and in a fiber through @effect/sql when that fails. Both are the
+ * same program (Attestor, Steps.ts): these tests tell the paths apart by what
+ * they leave behind. PgDirect notes the statements it runs, BEGIN and COMMIT
+ * included (PgStatementObserver), and opens no span; the fiber's statements
+ * open a span each.
+ */
+import { Duration, Effect, Layer, ManagedRuntime } from "effect"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Attestor } from "../../src/Attestations/Attestor.js"
+import { AttestationRepo } from "../../src/Attestations/Repo.js"
+import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
+import { type ApiKey, hashSecret } from "../../src/Auth/Domain.js"
+import { AppLive } from "../../src/main.js"
+import { AppConfig } from "../../src/Platform/Config.js"
+import { PgStatementObserver } from "../../src/Platform/PgDirect.js"
+import { createPgDatabase, postgresAvailable, type TestDatabase } from "../helpers/databases.js"
+import { expectAgainFromReads, expectAnsweredAsStored, firstWords } from "../helpers/attestorPaths.js"
+import { queryTextTracer } from "../helpers/statementNotes.js"
+import { randomHash } from "../helpers/server.js"
+
+const available = await postgresAvailable()
+
+let db: TestDatabase
+/** Statements PgDirect ran, and the SQL of the spans @effect/sql opened. */
+const ran: Array<string> = []
+const spans: Array<string> = []
+/** Set to make PgDirect's observer throw on the statement whose text starts so: a statement that fails on that path only. */
+let failOn: string | undefined
+
+const makeRuntime = () => {
+  const tracer = queryTextTracer((text) => void spans.push(text))
+  const observer = (text: string) => {
+    ran.push(text)
+    if (failOn !== undefined && text.trim().startsWith(failOn)) throw new Error(`refused for the test: ${failOn}`)
+  }
+  return ManagedRuntime.make(
+    AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
+      .pipe(Layer.provide(Layer.merge(Layer.setTracer(tracer), Layer.succeed(PgStatementObserver, observer))))
+  )
+}
+let rt: ReturnType<typeof makeRuntime>
+let key: ApiKey
+
+const attest = (hashes: ReadonlyArray<string>) =>
+  Effect.flatMap(Attestor, (a) => a.attest({ key, hashes, source: "paths", extraData: { n: 1 }, clientEncrypted: false }))
+
+/** Sessions of this database other than `watcher`'s own, and whether any sits in an open transaction. */
+const sessions = async (watcher: pg.Client) =>
+  (await watcher.query(
+    "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+  )).rows.map((r) => String(r.state))
+
+describe.skipIf(!available)("the attests' group on Postgres", () => {
+  beforeAll(async () => {
+    db = await createPgDatabase()
+    rt = makeRuntime()
+    key = await rt.runPromise(Effect.gen(function*() {
+      const repo = yield* ApiKeyRepo
+      const created = yield* repo.create({ label: "paths", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
+      return (yield* repo.findByHash(hashSecret(created.secret)))!
+    }))
+    await rt.runPromise(attest([randomHash()])) // the signer registered its key
+  })
+  afterAll(async () => {
+    await rt?.dispose()
+    await db?.drop()
+  })
+
+  it("runs with callbacks on one pool client: its read, then one transaction, no span, answered as stored", async () => {
+    const hashes = [randomHash(), randomHash(), randomHash()]
+    ran.length = 0
+    spans.length = 0
+    const results = await rt.runPromise(attest(hashes))
+    // one multi-row insert per table (each statement is a round trip)
+    expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+    expect(spans).toEqual([])
+    expect(results.map((r) => r.created)).toEqual([true, true, true])
+
+    await expectAnsweredAsStored(rt, key.id, hashes, results)
+
+    await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
+  })
+
+  for (const failing of ["INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]) {
+    it(`a group whose ${failing.split(" ").pop()} fails with callbacks leaves nothing behind, and runs again in a fiber`, async () => {
+      const hashes = [randomHash(), randomHash()]
+      const watcher = new pg.Client({ connectionString: db.url })
+      await watcher.connect()
+      try {
+        ran.length = 0
+        spans.length = 0
+        failOn = failing
+        const results = await rt.runPromise(attest(hashes))
+        failOn = undefined
+        // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
+        const upTo = ["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]
+        expect(firstWords(ran)).toEqual(upTo.slice(0, upTo.indexOf(failing) + 1))
+        expect(firstWords(spans)).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
+        expect(results.map((r) => r.created)).toEqual([true, true])
+        // one attestation and one claim per digest: the first transaction left nothing
+        const counts = await watcher.query(
+          "SELECT (SELECT count(*)::int FROM attestations WHERE hash_hex = ANY($1)) AS a, (SELECT count(*)::int FROM claims c JOIN attestations a ON a.seq = c.attestation_seq WHERE a.hash_hex = ANY($1)) AS c",
+          [hashes]
+        )
+        expect(counts.rows[0]).toEqual({ a: 2, c: 2 })
+        const repo = await rt.runPromise(AttestationRepo)
+        const stored = await rt.runPromise(repo.findByHashes(hashes))
+        expect(new Map(stored.map((a) => [a.hashHex, a.id]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation.id])))
+        // the client that failed is not back in the pool with its transaction open
+        const deadline = Date.now() + 5_000
+        while ((await sessions(watcher)).some((s) => s.startsWith("idle in transaction"))) {
+          if (Date.now() > deadline) throw new Error("a session stayed idle in transaction")
+          await new Promise((r) => setTimeout(r, 20))
+        }
+        // and the next group runs with callbacks again
+        ran.length = 0
+        spans.length = 0
+        await rt.runPromise(attest([randomHash()]))
+        expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+        expect(spans).toEqual([])
+      } finally {
+        failOn = undefined
+        await watcher.end()
+      }
+    })
+  }
+})

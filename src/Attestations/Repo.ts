@@ -1,11 +1,11 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
 import { SqlClient, type SqlError, type Statement } from "@effect/sql"
-import { Effect, type Exit, Schema } from "effect"
+import { Effect, type Either, type Exit, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
-import type { RunThen } from "../Platform/PgDirect.js"
+import { PgDirect, type RunThen } from "../Platform/PgDirect.js"
 import type { RunNow } from "../Platform/SqliteClient.js"
 import type { Step } from "../Platform/Steps.js"
 import { SqliteReader } from "../Platform/SqliteReader.js"
@@ -27,9 +27,13 @@ const attestationRows = decodeRows(AttestationRow)
 const attestationRowsNow = decodeRowsSync(AttestationRow)
 const statusRows = decodeRows(AttestationStatusRow)
 const statusRow = decodeRowSync(AttestationStatusRow)
+const statusRowsSync = decodeRowsSync(AttestationStatusRow)
 const STATUS_BY_HASH = `SELECT ${ATTESTATION_STATUS_COLUMNS} FROM attestations WHERE hash_hex = ?`
 const claimSourceRow = decodeRowSync(ClaimRow.pipe(Schema.pick("source")))
-const claimSourceRows = decodeRows(ClaimRow.pipe(Schema.pick("apiKeyId", "attestationSeq", "source")))
+const ClaimSource = ClaimRow.pipe(Schema.pick("apiKeyId", "attestationSeq", "source"))
+type ClaimSource = typeof ClaimSource.Type
+const claimSourceRows = decodeRows(ClaimSource)
+const claimSourceRowsSync = decodeRowsSync(ClaimSource)
 const LIVE_CLAIM_SOURCE = "SELECT source FROM claims WHERE api_key_id = ? AND attestation_seq = ? AND deleted_at IS NULL"
 const claimRows = decodeRows(ClaimRow)
 const claimRowsNow = decodeRowsSync(ClaimRow)
@@ -156,28 +160,50 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const findByHashes = (hashes: ReadonlyArray<string>) =>
       inChunks(hashes, (part) => attestationRows(findByHashesStatement(part)))
 
-    // A verify answers with five columns: it reads and decodes those, not the whole row.
-    const findStatus = (hash: string) =>
-      Effect.map(
-        statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE hash_hex = ${hash}`),
-        (rows) => rows[0]
-      )
-    const findStatuses = (hashes: ReadonlyArray<string>) =>
-      inChunks(hashes, (part) =>
-        statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", part)}`))
+    /**
+     * A group read's batch, from `read`: the batch's statement and what each item gets
+     * from its rows. As an Effect through @effect/sql (`readEffect`), and with callbacks
+     * on a Postgres pool client (PgDirect), with no fiber (`readThen`).
+     */
+    type Read<I, Row, O> = (items: ReadonlyArray<I>) => readonly [Statement.Statement<unknown>, (rows: ReadonlyArray<Row>) => ReadonlyArray<O>]
+    const readEffect = <I, Row, O>(
+      decode: (rows: Statement.Statement<unknown>) => Effect.Effect<ReadonlyArray<Row>, SqlError.SqlError>,
+      read: Read<I, Row, O>
+    ) =>
+    (items: ReadonlyArray<I>) => {
+      const [statement, answers] = read(items)
+      return Effect.map(decode(statement), answers)
+    }
+    const pgDirect = yield* PgDirect
+    const readThen = <I, Row, O>(decode: (rows: ReadonlyArray<unknown>) => ReadonlyArray<Row>, read: Read<I, Row, O>) =>
+      pgDirect && ((items: ReadonlyArray<I>, k: (outcome: Either.Either<ReadonlyArray<O>, unknown>) => void) => {
+        const [statement, answers] = read(items)
+        pgDirect.runThen(function*(run) {
+          return answers(decode(yield* run.statementRows(statement)))
+        }, k)
+      })
 
     // Lookups that arrive in the same turn of the event loop share one statement
     // (a group read, as attests share a transaction): under load, one SELECT … IN
     // answers many verifies instead of one statement each through @effect/sql, and
-    // on Postgres one round trip instead of many (README, Performance).
-    const groupRead = yield* makeGroupCommit({
-      process: (hashes: ReadonlyArray<string>) =>
+    // on Postgres one round trip instead of many (README, Performance). A batch
+    // (at most 256 digests) fits one statement's parameters on both stores. A
+    // verify answers with five columns: it reads and decodes those, not the whole row.
+    const statusesRead = (hashes: ReadonlyArray<string>) =>
+      [
         hashes.length === 1
-          ? Effect.map(findStatus(hashes[0]!), (a) => [a])
-          : Effect.map(findStatuses([...new Set(hashes)]), (rows) => {
-            const byHash = new Map<string, AttestationStatus>(rows.map((a) => [a.hashHex, a]))
-            return hashes.map((h) => byHash.get(h))
-          }),
+          ? sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE hash_hex = ${hashes[0]!}`
+          : sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", [...new Set(hashes)])}`,
+        (rows: ReadonlyArray<AttestationStatus>) => {
+          const byHash = new Map<string, AttestationStatus>(rows.map((a) => [a.hashHex, a]))
+          return hashes.map((h) => byHash.get(h))
+        }
+      ] as const
+    const findStatuses = readEffect(statusRows, statusesRead)
+    const findStatus = (hash: string) => Effect.map(findStatuses([hash]), (answers) => answers[0])
+    const groupRead = yield* makeGroupCommit({
+      process: findStatuses,
+      processThen: readThen(statusRowsSync, statusesRead),
       maxBatch: 256,
       workers: isPg ? 2 : 1
     })
@@ -224,17 +250,19 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     // The keyed verifies of one turn read their keys' claims in one statement too (a
     // group read, as their lookups are): the claims of any of their keys on any of
     // their attestations, each request then taking its own pair's.
+    const claimSourcesRead = (pairs: ReadonlyArray<readonly [keyId: string, seq: number]>) =>
+      [
+        sql`SELECT api_key_id, attestation_seq, source FROM claims WHERE deleted_at IS NULL
+          AND ${sql.in("api_key_id", [...new Set(pairs.map(([k]) => k))])}
+          AND ${sql.in("attestation_seq", [...new Set(pairs.map(([, s]) => s))])}`,
+        (rows: ReadonlyArray<ClaimSource>) => {
+          const byPair = new Map(rows.map((r) => [`${r.apiKeyId} ${r.attestationSeq}`, r]))
+          return pairs.map(([k, s]) => byPair.get(`${k} ${s}`))
+        }
+      ] as const
     const claimGroupRead = yield* makeGroupCommit({
-      process: (pairs: ReadonlyArray<readonly [keyId: string, seq: number]>) =>
-        Effect.map(
-          claimSourceRows(sql`SELECT api_key_id, attestation_seq, source FROM claims WHERE deleted_at IS NULL
-            AND ${sql.in("api_key_id", [...new Set(pairs.map(([k]) => k))])}
-            AND ${sql.in("attestation_seq", [...new Set(pairs.map(([, s]) => s))])}`),
-          (rows) => {
-            const byPair = new Map(rows.map((r) => [`${r.apiKeyId} ${r.attestationSeq}`, r]))
-            return pairs.map(([k, s]) => byPair.get(`${k} ${s}`))
-          }
-        ),
+      process: readEffect(claimSourceRows, claimSourcesRead),
+      processThen: readThen(claimSourceRowsSync, claimSourcesRead),
       maxBatch: 256,
       workers: isPg ? 2 : 1
     })

@@ -273,7 +273,8 @@ export const makeFastRoutes = Effect.gen(function*() {
    * POST /verify without a fiber. The key, if one is presented, from the key cache
    * (Authenticator's optionalKeyNow; a key not cached yet goes on in a fiber); the
    * lookup synchronous on SQLite's read-only connection (findByHashNow), else through
-   * the group read's callback (findByHashThen: one fiber per group, none per request);
+   * the group read's callback (findByHashThen: none per request; on Postgres none per
+   * group either, PgDirect runs it with callbacks);
    * for a key, its own claim's source on the same connection (liveClaimNow), else
    * through a group read of claims (liveClaimThen). About half a verify's CPU was its
    * fiber and steps (README, Performance).

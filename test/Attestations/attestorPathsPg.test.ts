@@ -2,14 +2,15 @@
  * The attests' group on Postgres runs with callbacks on one client of the pool
  * (PgDirect), and in a fiber through @effect/sql when that fails. Both are the
  * same program (Attestor, Steps.ts): these tests tell the paths apart by what
- * they leave behind. PgDirect notes the statements it runs, BEGIN and COMMIT
+ * they leave behind. So do the verifies' group reads (AttestationRepo). PgDirect notes the statements it runs, BEGIN and COMMIT
  * included (PgStatementObserver), and opens no span; the fiber's statements
  * open a span each.
  */
-import { Duration, Effect, Layer, ManagedRuntime } from "effect"
+import { Cause, Duration, Effect, Exit, Layer, ManagedRuntime } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Attestor } from "../../src/Attestations/Attestor.js"
+import type { AttestationStatus } from "../../src/Attestations/Domain.js"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
 import { type ApiKey, hashSecret } from "../../src/Auth/Domain.js"
@@ -53,7 +54,7 @@ const sessions = async (watcher: pg.Client) =>
     "SELECT state FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
   )).rows.map((r) => String(r.state))
 
-describe.skipIf(!available)("the attests' group on Postgres", () => {
+describe.skipIf(!available)("on Postgres", () => {
   beforeAll(async () => {
     db = await createPgDatabase()
     rt = makeRuntime()
@@ -69,62 +70,105 @@ describe.skipIf(!available)("the attests' group on Postgres", () => {
     await db?.drop()
   })
 
-  it("runs with callbacks on one pool client: its read, then one transaction, no span, answered as stored", async () => {
-    const hashes = [randomHash(), randomHash(), randomHash()]
-    ran.length = 0
-    spans.length = 0
-    const results = await rt.runPromise(attest(hashes))
-    // one multi-row insert per table (each statement is a round trip)
-    expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
-    expect(spans).toEqual([])
-    expect(results.map((r) => r.created)).toEqual([true, true, true])
+  describe("the attests' group", () => {
+    it("runs with callbacks on one pool client: its read, then one transaction, no span, answered as stored", async () => {
+      const hashes = [randomHash(), randomHash(), randomHash()]
+      ran.length = 0
+      spans.length = 0
+      const results = await rt.runPromise(attest(hashes))
+      // one multi-row insert per table (each statement is a round trip)
+      expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+      expect(spans).toEqual([])
+      expect(results.map((r) => r.created)).toEqual([true, true, true])
 
-    await expectAnsweredAsStored(rt, key.id, hashes, results)
+      await expectAnsweredAsStored(rt, key.id, hashes, results)
 
-    await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
+      await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
+    })
+
+    for (const failing of ["INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]) {
+      it(`a group whose ${failing.split(" ").pop()} fails with callbacks leaves nothing behind, and runs again in a fiber`, async () => {
+        const hashes = [randomHash(), randomHash()]
+        const watcher = new pg.Client({ connectionString: db.url })
+        await watcher.connect()
+        try {
+          ran.length = 0
+          spans.length = 0
+          failOn = failing
+          const results = await rt.runPromise(attest(hashes))
+          failOn = undefined
+          // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
+          const upTo = ["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]
+          expect(firstWords(ran)).toEqual(upTo.slice(0, upTo.indexOf(failing) + 1))
+          expect(firstWords(spans)).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
+          expect(results.map((r) => r.created)).toEqual([true, true])
+          // one attestation and one claim per digest: the first transaction left nothing
+          const counts = await watcher.query(
+            "SELECT (SELECT count(*)::int FROM attestations WHERE hash_hex = ANY($1)) AS a, (SELECT count(*)::int FROM claims c JOIN attestations a ON a.seq = c.attestation_seq WHERE a.hash_hex = ANY($1)) AS c",
+            [hashes]
+          )
+          expect(counts.rows[0]).toEqual({ a: 2, c: 2 })
+          const repo = await rt.runPromise(AttestationRepo)
+          const stored = await rt.runPromise(repo.findByHashes(hashes))
+          expect(new Map(stored.map((a) => [a.hashHex, a.id]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation.id])))
+          // the client that failed is not back in the pool with its transaction open
+          const deadline = Date.now() + 5_000
+          while ((await sessions(watcher)).some((s) => s.startsWith("idle in transaction"))) {
+            if (Date.now() > deadline) throw new Error("a session stayed idle in transaction")
+            await new Promise((r) => setTimeout(r, 20))
+          }
+          // and the next group runs with callbacks again
+          ran.length = 0
+          spans.length = 0
+          await rt.runPromise(attest([randomHash()]))
+          expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+          expect(spans).toEqual([])
+        } finally {
+          failOn = undefined
+          await watcher.end()
+        }
+      })
+    }
   })
 
-  for (const failing of ["INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]) {
-    it(`a group whose ${failing.split(" ").pop()} fails with callbacks leaves nothing behind, and runs again in a fiber`, async () => {
-      const hashes = [randomHash(), randomHash()]
-      const watcher = new pg.Client({ connectionString: db.url })
-      await watcher.connect()
+  describe("the verifies' group reads", () => {
+    /** Looks up `hashes` and `key`'s claims on them in one turn each, as the fast lane's verifies do, and gives their answers. */
+    const lookUp = async (hashes: ReadonlyArray<string>) => {
+      const repo = await rt.runPromise(AttestationRepo)
+      const statuses = await Promise.all(hashes.map((h) =>
+        new Promise<AttestationStatus | undefined>((resolve, reject) =>
+          repo.findByHashThen(h, (exit) => Exit.isSuccess(exit) ? resolve(exit.value) : reject(Cause.squash(exit.cause))))
+      ))
+      const sources = await Promise.all(statuses.map((s) =>
+        s === undefined ? undefined : new Promise<string | null | undefined>((resolve, reject) =>
+          repo.liveClaimThen(key.id, s.seq, (exit) => Exit.isSuccess(exit) ? resolve(exit.value?.source) : reject(Cause.squash(exit.cause))))
+      ))
+      return statuses.map((s, i) => [s?.id, sources[i]])
+    }
+
+    it("run with callbacks: one statement per turn for the lookups, one for the claims, no span; the fiber's when that fails", async () => {
+      const known = [randomHash(), randomHash()]
+      const attested = await rt.runPromise(attest(known))
+      const hashes = [...known, randomHash()]
+      const expected = [...attested.map((r) => [r.attestation.id, "paths"]), [undefined, undefined]]
+
+      ran.length = 0
+      spans.length = 0
+      expect(await lookUp(hashes)).toEqual(expected)
+      expect(firstWords(ran)).toEqual(["SELECT seq, id,", "SELECT api_key_id, attestation_seq,"])
+      expect(ran[0]).toMatch(/ IN \(/)
+      expect(spans).toEqual([])
+
+      ran.length = 0
+      spans.length = 0
+      failOn = "SELECT"
       try {
-        ran.length = 0
-        spans.length = 0
-        failOn = failing
-        const results = await rt.runPromise(attest(hashes))
-        failOn = undefined
-        // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
-        const upTo = ["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]
-        expect(firstWords(ran)).toEqual(upTo.slice(0, upTo.indexOf(failing) + 1))
-        expect(firstWords(spans)).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
-        expect(results.map((r) => r.created)).toEqual([true, true])
-        // one attestation and one claim per digest: the first transaction left nothing
-        const counts = await watcher.query(
-          "SELECT (SELECT count(*)::int FROM attestations WHERE hash_hex = ANY($1)) AS a, (SELECT count(*)::int FROM claims c JOIN attestations a ON a.seq = c.attestation_seq WHERE a.hash_hex = ANY($1)) AS c",
-          [hashes]
-        )
-        expect(counts.rows[0]).toEqual({ a: 2, c: 2 })
-        const repo = await rt.runPromise(AttestationRepo)
-        const stored = await rt.runPromise(repo.findByHashes(hashes))
-        expect(new Map(stored.map((a) => [a.hashHex, a.id]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation.id])))
-        // the client that failed is not back in the pool with its transaction open
-        const deadline = Date.now() + 5_000
-        while ((await sessions(watcher)).some((s) => s.startsWith("idle in transaction"))) {
-          if (Date.now() > deadline) throw new Error("a session stayed idle in transaction")
-          await new Promise((r) => setTimeout(r, 20))
-        }
-        // and the next group runs with callbacks again
-        ran.length = 0
-        spans.length = 0
-        await rt.runPromise(attest([randomHash()]))
-        expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
-        expect(spans).toEqual([])
+        expect(await lookUp(hashes)).toEqual(expected)
       } finally {
         failOn = undefined
-        await watcher.end()
       }
+      expect(firstWords(ran)).toEqual(["SELECT seq, id,", "SELECT api_key_id, attestation_seq,"])
+      expect(firstWords(spans)).toEqual(["SELECT seq, id,", "SELECT api_key_id, attestation_seq,"])
     })
-  }
+  })
 })

@@ -19,7 +19,14 @@ import { Signer } from "../Platform/Signer.js"
 import { SqliteNow } from "../Platform/SqliteClient.js"
 import { done, type Program, runEffect, runNow, type Step } from "../Platform/Steps.js"
 import type { Attestation, Claim } from "./Domain.js"
-import { AttestationRepo, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
+import {
+  AttestationRepo,
+  type InsertedWithClaims,
+  newEtag,
+  type NewAttestationRow,
+  type NewClaimByHash,
+  type NewClaimRow
+} from "./Repo.js"
 
 export interface AttestInput {
   readonly key: ApiKey
@@ -42,6 +49,10 @@ interface GroupStore {
   readonly liveClaims: (keyId: string, seqs: ReadonlyArray<number>) => Step<ReadonlyArray<Claim>>
   readonly insertIfAbsent: (rows: ReadonlyArray<NewAttestationRow>) => Step<ReadonlyArray<Attestation>>
   readonly insertClaimsIfAbsent: (rows: ReadonlyArray<NewClaimRow>) => Step<ReadonlyArray<Claim>>
+  /** New attestations and their claims in one statement, its own transaction (Postgres only; Repo). */
+  readonly insertWithClaims?:
+    | ((rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<NewClaimByHash>) => Step<InsertedWithClaims>)
+    | undefined
   readonly transaction: <A>(body: () => Program<A>) => Step<A>
 }
 
@@ -55,16 +66,18 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const clock = yield* Effect.clock
 
     /**
-     * One group: read what exists, and open a transaction only for what does not.
-     * Re-attesting what the keys already hold (the attestations exist, the claims
-     * are live) is answered from the two reads, with no transaction: on Postgres
-     * that is two round trips instead of five. The reads need no transaction: an
-     * attestation's answered fields never change, and whatever another writer adds
-     * between the reads and the inserts, the inserts skip (ON CONFLICT DO NOTHING)
-     * and read back.
+     * One group: read what exists, and write only what does not. Re-attesting what
+     * the keys already hold (the attestations exist, the claims are live) is answered
+     * from the two reads, with no transaction. New digests alone are written, on
+     * Postgres, with their claims in one statement (two round trips in all, against
+     * five for a read, BEGIN, two inserts and COMMIT); anything else in a transaction.
+     * The reads need no transaction: an attestation's answered fields never change,
+     * and whatever another writer adds between the reads and the inserts, the inserts
+     * skip (ON CONFLICT DO NOTHING) and read back.
      *
-     * Written once over `store` (Steps.ts): it runs in a fiber through @effect/sql,
-     * or, on SQLite, now, in the turn of the event loop that flushes the group.
+     * Written once over `store` (Steps.ts): it runs on SQLite now, in the turn of the
+     * event loop that flushes the group; on Postgres with callbacks on a pool client;
+     * and in a fiber through @effect/sql when neither can.
      */
     function* program(store: GroupStore, inputs: ReadonlyArray<AttestInput>): Program<Array<Array<Attested>>> {
       // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
@@ -97,59 +110,85 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
           for (const c of yield* store.liveClaims(keyId, [...seqs])) claimOf(keyId).set(c.attestationSeq, c)
         }
       }
+      const ours = new Set<string>()
+      /** Rows for new attestations of `hashes`, signed now. */
+      const newRows = (hashes: ReadonlyArray<string>): Array<NewAttestationRow> => {
+        const registeredAt = formatMicros(clock.unsafeCurrentTimeNanos() / 1000n)
+        return hashes.map((hash) => {
+          const id = newAttestationId()
+          ours.add(id)
+          return {
+            id,
+            hash_hex: hash,
+            registered_at: registeredAt,
+            signature: signer.sign(t0Payload(hash, registeredAt)),
+            signing_key_id: signer.currentKid,
+            format_version: FORMAT_VERSION
+          }
+        })
+      }
+      const inserted = (attestations: ReadonlyArray<Attestation>) => {
+        if (attestations.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, attestations.length)
+        for (const a of attestations) byHash.set(a.hashHex, a)
+      }
+      /** Each key's claim to make, once, on each digest of `wanted` whose claim it does not hold: its digest and its fields. */
+      const claimsToMake = (wanted: (hash: string) => boolean): Array<NewClaimByHash> => {
+        const now = formatMillis(clock.unsafeCurrentTimeMillis())
+        const out: Array<NewClaimByHash> = []
+        const seen = new Set<string>()
+        for (const input of inputs) {
+          for (const hash of input.hashes) {
+            const seq = byHash.get(hash)?.seq
+            const k = `${input.key.id}\u0000${hash}`
+            if (!wanted(hash) || (seq !== undefined && claimOf(input.key.id).has(seq)) || seen.has(k)) continue
+            seen.add(k)
+            out.push({
+              hash_hex: hash,
+              api_key_id: input.key.id,
+              org_id: input.key.orgId,
+              source: input.source,
+              extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
+              client_encrypted: input.clientEncrypted,
+              etag: newEtag(),
+              created_at: now,
+              updated_at: now
+            })
+          }
+        }
+        return out
+      }
 
       // the claims the keys already hold on the attestations that exist
       const existing = (hash: string) => byHash.get(hash)?.seq
       yield* readClaims(seqsByKey(existing))
       const missing = allHashes.filter((h) => !byHash.has(h))
-      const ours = new Set<string>()
+
+      // Only new digests to write, and a store that writes them with their claims in one
+      // statement (Postgres): that statement is its own transaction, one round trip for
+      // what BEGIN, two inserts and COMMIT take otherwise. What it leaves (a digest
+      // another writer inserted first) goes the general way below.
+      if (store.insertWithClaims !== undefined && missing.length > 0 && seqsByKey(existing).size === 0) {
+        const missingSet = new Set(missing)
+        const made = yield* store.insertWithClaims(newRows(missing), claimsToMake((h) => missingSet.has(h)))
+        inserted(made.attestations)
+        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+      }
+
       // a hash to insert, or an attestation some key asked for and holds no live claim on
-      if (missing.length > 0 || seqsByKey(existing).size > 0) {
+      const toInsert = allHashes.filter((h) => !byHash.has(h))
+      if (toInsert.length > 0 || seqsByKey(existing).size > 0) {
         yield* store.transaction(function*() {
-          if (missing.length > 0) {
-            const registeredAt = formatMicros(clock.unsafeCurrentTimeNanos() / 1000n)
-            const rows: Array<NewAttestationRow> = missing.map((hash) => {
-              const id = newAttestationId()
-              ours.add(id)
-              return {
-                id,
-                hash_hex: hash,
-                registered_at: registeredAt,
-                signature: signer.sign(t0Payload(hash, registeredAt)),
-                signing_key_id: signer.currentKid,
-                format_version: FORMAT_VERSION
-              }
-            })
-            const inserted = yield* store.insertIfAbsent(rows)
-            if (inserted.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, inserted.length)
-            for (const a of inserted) byHash.set(a.hashHex, a)
+          if (toInsert.length > 0) {
+            inserted(yield* store.insertIfAbsent(newRows(toInsert)))
             // Hashes another writer inserted first are not returned by the insert: read them.
-            const lost = missing.filter((h) => !byHash.has(h))
+            const lost = toInsert.filter((h) => !byHash.has(h))
             for (const a of yield* store.findByHashes(lost)) byHash.set(a.hashHex, a)
           }
 
-          const now = formatMillis(clock.unsafeCurrentTimeMillis())
-          const claimRows: Array<NewClaimRow> = []
-          const seen = new Set<string>()
-          for (const input of inputs) {
-            for (const hash of input.hashes) {
-              const seq = byHash.get(hash)!.seq
-              const k = `${input.key.id}\u0000${seq}`
-              if (claimOf(input.key.id).has(seq) || seen.has(k)) continue
-              seen.add(k)
-              claimRows.push({
-                attestation_seq: seq,
-                api_key_id: input.key.id,
-                org_id: input.key.orgId,
-                source: input.source,
-                extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
-                client_encrypted: input.clientEncrypted,
-                etag: newEtag(),
-                created_at: now,
-                updated_at: now
-              })
-            }
-          }
+          const claimRows: Array<NewClaimRow> = claimsToMake(() => true).map(({ hash_hex, ...claim }) => ({
+            attestation_seq: byHash.get(hash_hex)!.seq,
+            ...claim
+          }))
           claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
           for (const c of yield* store.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
           // Claims another writer made live first are not returned by the insert: read those.

@@ -4,7 +4,7 @@ import { Effect, type Either, type Exit, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
 import { makeGroupCommit } from "../Platform/GroupCommit.js"
-import { decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
+import { column, decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
 import { PgDirect, type RunThen } from "../Platform/PgDirect.js"
 import type { RunNow } from "../Platform/SqliteClient.js"
 import type { Step } from "../Platform/Steps.js"
@@ -44,6 +44,16 @@ const ClaimKeys = ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId"))
 const insertedClaimKeys = decodeRows(ClaimKeys)
 const insertedClaimKeysNow = decodeRowsSync(ClaimKeys)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
+/** insertWithClaims' rows: an inserted attestation's keys, with one of its new claims (or none). */
+const InsertedWithClaimRow = Schema.Struct({
+  seq: AttestationRow.fields.seq,
+  id: AttestationRow.fields.id,
+  hashHex: AttestationRow.fields.hashHex,
+  claimId: column("claim_id", Schema.NullOr(DbInt)),
+  claimKeyId: column("claim_key_id", Schema.NullOr(Schema.String))
+})
+const insertedWithClaimRows = decodeRows(InsertedWithClaimRow)
+const insertedWithClaimRowsSync = decodeRowsSync(InsertedWithClaimRow)
 
 export const newEtag = (): string => bytesToHex(randomBytes(12))
 
@@ -67,6 +77,15 @@ export type NewClaimRow = {
   readonly etag: string
   readonly created_at: string
   readonly updated_at: string
+}
+
+/** A claim to make on the attestation of a digest, before its seq is known (insertWithClaims). */
+export type NewClaimByHash = Omit<NewClaimRow, "attestation_seq"> & { readonly hash_hex: string }
+
+/** What insertWithClaims wrote: the attestations it inserted and their claims it made. */
+export interface InsertedWithClaims {
+  readonly attestations: ReadonlyArray<Attestation>
+  readonly claims: ReadonlyArray<Claim>
 }
 
 /**
@@ -147,6 +166,14 @@ export interface GroupStatements<F extends "effect" | "now" | "then"> {
   readonly liveClaims: (keyId: string, seqs: ReadonlyArray<number>) => Out<F, ReadonlyArray<Claim>>
   readonly insertIfAbsent: (rows: ReadonlyArray<NewAttestationRow>) => Out<F, ReadonlyArray<Attestation>>
   readonly insertClaimsIfAbsent: (rows: ReadonlyArray<NewClaimRow>) => Out<F, ReadonlyArray<Claim>>
+  /**
+   * Postgres only (undefined on SQLite): inserts the attestations whose digest is new
+   * and, for each it inserted, the claims on its digest, in one statement (its own
+   * transaction). A row another writer inserted first is skipped with its claims.
+   */
+  readonly insertWithClaims?:
+    | ((rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<NewClaimByHash>) => Out<F, InsertedWithClaims>)
+    | undefined
 }
 type Out<F, A> = F extends "effect" ? Effect.Effect<A, SqlError.SqlError> : F extends "then" ? Step<A> : A
 
@@ -321,13 +348,68 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const insertClaimsIfAbsent = (rows: ReadonlyArray<NewClaimRow>) =>
       inChunks(rows, (part) => Effect.map(insertedClaimKeys(insertClaimsStatement(part)), (keys) => insertedClaims(part, keys)))
 
+    /**
+     * insertWithClaims' statement: a data-modifying CTE over arrays (one parameter per
+     * column, whatever the number of rows), the claims' rows joined to the attestations
+     * inserted by digest and taken in seq order, as insertClaimsIfAbsent's. Postgres only
+     * (SQLite has no data-modifying CTE, and inserts faster a row at a time: above).
+     */
+    const insertWithClaimsStatement = (rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<NewClaimByHash>) => {
+      const col = <R, K extends keyof R>(xs: ReadonlyArray<R>, k: K) => xs.map((x) => x[k])
+      return sql`WITH a AS (
+          INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+          SELECT * FROM unnest(${col(rows, "id")}::text[], ${col(rows, "hash_hex")}::text[], ${col(rows, "registered_at")}::text[],
+            ${col(rows, "signature")}::text[], ${col(rows, "signing_key_id")}::text[], ${col(rows, "format_version")}::text[])
+          ON CONFLICT (hash_hex) DO NOTHING
+          RETURNING seq, id, hash_hex),
+        c AS (
+          INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+          SELECT a.seq, k.api_key_id, k.org_id, k.source, k.extra_data, k.client_encrypted, k.etag, k.created_at, k.updated_at
+          FROM a JOIN unnest(${col(claims, "hash_hex")}::text[], ${col(claims, "api_key_id")}::text[], ${col(claims, "org_id")}::text[],
+            ${col(claims, "source")}::text[], ${col(claims, "extra_data")}::text[], ${col(claims, "client_encrypted")}::boolean[],
+            ${col(claims, "etag")}::text[], ${col(claims, "created_at")}::text[], ${col(claims, "updated_at")}::text[])
+            AS k(hash_hex, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+            ON k.hash_hex = a.hash_hex
+          ORDER BY a.seq, k.api_key_id
+          ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
+          RETURNING id, attestation_seq, api_key_id)
+        SELECT a.seq, a.id, a.hash_hex, c.id AS claim_id, c.api_key_id AS claim_key_id
+        FROM a LEFT JOIN c ON c.attestation_seq = a.seq`
+    }
+    const insertedWithClaims = (
+      rows: ReadonlyArray<NewAttestationRow>,
+      claims: ReadonlyArray<NewClaimByHash>,
+      out: ReadonlyArray<typeof InsertedWithClaimRow.Type>
+    ): InsertedWithClaims => {
+      const rowByHash = new Map(rows.map((r) => [r.hash_hex, r]))
+      const claimByKey = new Map(claims.map((c) => [`${c.hash_hex}\u0000${c.api_key_id}`, c]))
+      const attestations = new Map<number, Attestation>()
+      const made: Array<Claim> = []
+      for (const o of out) {
+        if (!attestations.has(o.seq)) attestations.set(o.seq, insertedAttestation(rowByHash.get(o.hashHex)!, o))
+        if (o.claimId === null || o.claimKeyId === null) continue
+        const { hash_hex, ...claim } = claimByKey.get(`${o.hashHex}\u0000${o.claimKeyId}`)!
+        made.push(insertedClaim({ ...claim, attestation_seq: o.seq }, o.claimId))
+      }
+      return { attestations: [...attestations.values()], claims: made }
+    }
+
     /** Live claims of `keyId` on the given attestations. */
     const liveClaimsStatement = (keyId: string, part: ReadonlyArray<number>) =>
       sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL AND ${sql.in("attestation_seq", part)}`
     const liveClaims = (keyId: string, seqs: ReadonlyArray<number>) =>
       inChunks(seqs, (part) => claimRows(liveClaimsStatement(keyId, part)))
 
-    const groupStatements: GroupStatements<"effect"> = { findByHashes, liveClaims, insertIfAbsent, insertClaimsIfAbsent }
+    const groupStatements: GroupStatements<"effect"> = {
+      findByHashes,
+      liveClaims,
+      insertIfAbsent,
+      insertClaimsIfAbsent,
+      insertWithClaims: isPg
+        ? (rows, claims) =>
+          Effect.map(insertedWithClaimRows(insertWithClaimsStatement(rows, claims)), (out) => insertedWithClaims(rows, claims, out))
+        : undefined
+    }
     const groupStatementsNow = (run: RunNow): GroupStatements<"now"> => ({
       findByHashes: (hashes) => inChunksNow(hashes, (part) => attestationRowsNow(run.statementRows(findByHashesStatement(part)))),
       liveClaims: (keyId, seqs) => inChunksNow(seqs, (part) => claimRowsNow(run.statementRows(liveClaimsStatement(keyId, part)))),
@@ -341,7 +423,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     })
     /** The Effect form's statements (multi-row inserts: each is a round trip), run with callbacks on a Postgres pool client (PgDirect). */
     const groupStatementsThen = (run: RunThen): GroupStatements<"then"> => {
-      const rowsOf = <A>(decode: (rows: ReadonlyArray<unknown>) => ReadonlyArray<A>, statement: Statement.Statement<unknown>): Step<ReadonlyArray<A>> => ({
+      const rowsOf = <A>(decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Step<A> => ({
         *[Symbol.iterator]() {
           return decode(yield* run.statementRows(statement))
         }
@@ -352,7 +434,9 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         insertIfAbsent: (rows) =>
           inChunksThen(rows, (part) => rowsOf((r) => inserted(part, insertedAttestationKeysNow(r)), insertStatement(part))),
         insertClaimsIfAbsent: (rows) =>
-          inChunksThen(rows, (part) => rowsOf((r) => insertedClaims(part, insertedClaimKeysNow(r)), insertClaimsStatement(part)))
+          inChunksThen(rows, (part) => rowsOf((r) => insertedClaims(part, insertedClaimKeysNow(r)), insertClaimsStatement(part))),
+        insertWithClaims: (rows, claims) =>
+          rowsOf((out) => insertedWithClaims(rows, claims, insertedWithClaimRowsSync(out)), insertWithClaimsStatement(rows, claims))
       }
     }
 

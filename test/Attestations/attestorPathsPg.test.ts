@@ -1,6 +1,8 @@
 /**
  * The attests' group on Postgres runs with callbacks on one client of the pool
- * (PgDirect), and in a fiber through @effect/sql when that fails. Both are the
+ * (PgDirect), and in a fiber through @effect/sql when that fails. New digests
+ * are written with their claims in one statement (its own transaction), other
+ * writes in a transaction. Both are the
  * same program (Attestor, Steps.ts): these tests tell the paths apart by what
  * they leave behind. So do the verifies' group reads (AttestationRepo). PgDirect notes the statements it runs, BEGIN and COMMIT
  * included (PgStatementObserver), and opens no span; the fiber's statements
@@ -45,8 +47,14 @@ const makeRuntime = () => {
 let rt: ReturnType<typeof makeRuntime>
 let key: ApiKey
 
-const attest = (hashes: ReadonlyArray<string>) =>
-  Effect.flatMap(Attestor, (a) => a.attest({ key, hashes, source: "paths", extraData: { n: 1 }, clientEncrypted: false }))
+const attest = (hashes: ReadonlyArray<string>, as: ApiKey = key) =>
+  Effect.flatMap(Attestor, (a) => a.attest({ key: as, hashes, source: "paths", extraData: { n: 1 }, clientEncrypted: false }))
+const makeKey = () =>
+  rt.runPromise(Effect.gen(function*() {
+    const repo = yield* ApiKeyRepo
+    const created = yield* repo.create({ label: "paths", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
+    return (yield* repo.findByHash(hashSecret(created.secret)))!
+  }))
 
 /** Sessions of this database other than `watcher`'s own, and whether any sits in an open transaction. */
 const sessions = async (watcher: pg.Client) =>
@@ -58,11 +66,7 @@ describe.skipIf(!available)("on Postgres", () => {
   beforeAll(async () => {
     db = await createPgDatabase()
     rt = makeRuntime()
-    key = await rt.runPromise(Effect.gen(function*() {
-      const repo = yield* ApiKeyRepo
-      const created = yield* repo.create({ label: "paths", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
-      return (yield* repo.findByHash(hashSecret(created.secret)))!
-    }))
+    key = await makeKey()
     await rt.runPromise(attest([randomHash()])) // the signer registered its key
   })
   afterAll(async () => {
@@ -71,46 +75,71 @@ describe.skipIf(!available)("on Postgres", () => {
   })
 
   describe("the attests' group", () => {
-    it("runs with callbacks on one pool client: its read, then one transaction, no span, answered as stored", async () => {
+    it("new digests: its read, then the attestations and their claims in one statement, with callbacks and no span", async () => {
+      const other = await makeKey()
       const hashes = [randomHash(), randomHash(), randomHash()]
       ran.length = 0
       spans.length = 0
-      const results = await rt.runPromise(attest(hashes))
-      // one multi-row insert per table (each statement is a round trip)
-      expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+      // two keys in one group, both on the first digest
+      const [results, theirs] = await rt.runPromise(Effect.all([attest(hashes), attest([hashes[0]!], other)], { concurrency: "unbounded" }))
+      expect(firstWords(ran)).toEqual(["SELECT * FROM", "WITH a AS"])
       expect(spans).toEqual([])
       expect(results.map((r) => r.created)).toEqual([true, true, true])
+      expect(theirs.map((r) => [r.created, r.attestation, r.claim.apiKeyId])).toEqual([[false, results[0]!.attestation, other.id]])
+      expect(theirs[0]!.claim.id).not.toBe(results[0]!.claim.id)
 
       await expectAnsweredAsStored(rt, key.id, hashes, results)
-
+      await expectAnsweredAsStored(rt, other.id, [hashes[0]!], theirs)
       await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
     })
 
-    for (const failing of ["INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]) {
-      it(`a group whose ${failing.split(" ").pop()} fails with callbacks leaves nothing behind, and runs again in a fiber`, async () => {
+    it("claims on digests that exist: a transaction, with callbacks and no span", async () => {
+      const hashes = [randomHash(), randomHash()]
+      const first = await rt.runPromise(attest(hashes))
+      const other = await makeKey()
+      ran.length = 0
+      spans.length = 0
+      const results = await rt.runPromise(attest(hashes, other))
+      expect(firstWords(ran)).toEqual(["SELECT * FROM", "SELECT * FROM", "BEGIN", "INSERT INTO claims", "COMMIT"])
+      expect(spans).toEqual([])
+      expect(results.map((r) => [r.created, r.attestation])).toEqual(first.map((r) => [false, r.attestation]))
+      await expectAnsweredAsStored(rt, other.id, hashes, results)
+    })
+
+    // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
+    const failures = [
+      { failing: "WITH a AS", existing: false, upTo: ["SELECT * FROM", "WITH a AS"], fiber: ["SELECT * FROM", "WITH a AS"] },
+      ...["INSERT INTO claims", "COMMIT"].map((failing) => ({
+        failing,
+        existing: true,
+        upTo: ["SELECT * FROM", "SELECT * FROM", "BEGIN", "INSERT INTO claims", "COMMIT"].slice(0, failing === "COMMIT" ? 5 : 4),
+        fiber: ["SELECT * FROM", "SELECT * FROM", "INSERT INTO claims"]
+      }))
+    ]
+    for (const { existing, failing, fiber, upTo } of failures) {
+      it(`a group whose ${failing === "WITH a AS" ? "one statement" : failing} fails with callbacks leaves nothing behind, and runs again in a fiber`, async () => {
         const hashes = [randomHash(), randomHash()]
+        if (existing) await rt.runPromise(attest(hashes))
+        const other = await makeKey()
         const watcher = new pg.Client({ connectionString: db.url })
         await watcher.connect()
         try {
           ran.length = 0
           spans.length = 0
           failOn = failing
-          const results = await rt.runPromise(attest(hashes))
+          const results = await rt.runPromise(attest(hashes, other))
           failOn = undefined
-          // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
-          const upTo = ["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"]
-          expect(firstWords(ran)).toEqual(upTo.slice(0, upTo.indexOf(failing) + 1))
-          expect(firstWords(spans)).toEqual(["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"])
-          expect(results.map((r) => r.created)).toEqual([true, true])
-          // one attestation and one claim per digest: the first transaction left nothing
+          expect(firstWords(ran)).toEqual(upTo)
+          expect(firstWords(spans)).toEqual(fiber)
+          expect(results.map((r) => r.created)).toEqual([!existing, !existing])
+          // one attestation per digest, and one claim of `other` on each: the first try left nothing
           const counts = await watcher.query(
-            "SELECT (SELECT count(*)::int FROM attestations WHERE hash_hex = ANY($1)) AS a, (SELECT count(*)::int FROM claims c JOIN attestations a ON a.seq = c.attestation_seq WHERE a.hash_hex = ANY($1)) AS c",
-            [hashes]
+            `SELECT (SELECT count(*)::int FROM attestations WHERE hash_hex = ANY($1)) AS a,
+              (SELECT count(*)::int FROM claims c JOIN attestations a ON a.seq = c.attestation_seq WHERE a.hash_hex = ANY($1) AND c.api_key_id = $2) AS c`,
+            [hashes, other.id]
           )
           expect(counts.rows[0]).toEqual({ a: 2, c: 2 })
-          const repo = await rt.runPromise(AttestationRepo)
-          const stored = await rt.runPromise(repo.findByHashes(hashes))
-          expect(new Map(stored.map((a) => [a.hashHex, a.id]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation.id])))
+          await expectAnsweredAsStored(rt, other.id, hashes, results)
           // the client that failed is not back in the pool with its transaction open
           const deadline = Date.now() + 5_000
           while ((await sessions(watcher)).some((s) => s.startsWith("idle in transaction"))) {
@@ -121,7 +150,7 @@ describe.skipIf(!available)("on Postgres", () => {
           ran.length = 0
           spans.length = 0
           await rt.runPromise(attest([randomHash()]))
-          expect(firstWords(ran)).toEqual(["SELECT * FROM", "BEGIN", "INSERT INTO attestations", "INSERT INTO claims", "COMMIT"])
+          expect(firstWords(ran)).toEqual(["SELECT * FROM", "WITH a AS"])
           expect(spans).toEqual([])
         } finally {
           failOn = undefined

@@ -168,7 +168,7 @@ for (const dialect of await dialects()) {
         }
       })
 
-      it("writes new attestations with one read and two inserts in a transaction, and answers them as stored", async () => {
+      it("writes new attestations with one read and their inserts (on Postgres one statement), and answers them as stored", async () => {
         const { traced, texts } = notingRuntime(db)
         try {
           const { key } = await rt.runPromise(newKey())
@@ -178,11 +178,12 @@ for (const dialect of await dialects()) {
           const results = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
-          expect(statementHeads(texts)).toEqual(["SELECT * FROM", ...insertsOf("attestations", 3), ...insertsOf("claims", 3)])
-          // the notes show the transaction too (the group runs now on SQLite, with callbacks on
-          // Postgres): the read before it, the inserts in it
-          expect(texts.map((t) => t.trim().split(/\s+/)[0])).toEqual(
-            ["SELECT", "BEGIN", ...Array(db.dialect === "sqlite" ? 6 : 2).fill("INSERT"), "COMMIT"]
+          // SQLite: the read, then a transaction of single-row inserts (the group runs now); Postgres: the
+          // read, then the attestations and their claims in one statement, its own transaction (Attestor)
+          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, db.dialect === "sqlite" ? 1 : 3).join(" "))).toEqual(
+            db.dialect === "sqlite"
+              ? ["SELECT", "BEGIN", ...Array(6).fill("INSERT"), "COMMIT"]
+              : ["SELECT * FROM", "WITH a AS"]
           )
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))

@@ -31,8 +31,12 @@ import { createRequire } from "node:module"
 const require = createRequire(import.meta.url)
 const url = process.env.DATABASE_URL ?? ""
 const isPg = url.startsWith("postgres")
-/** CEILING_PG_WRITE=cte: the experiment of commitCte (below) instead of attestd's statements. */
-const ONE_STATEMENT = process.env.CEILING_PG_WRITE === "cte"
+/**
+ * On Postgres a group's new digests and their claims in one statement (commitCte, below), as
+ * attestd writes them since 2026-11-24; CEILING_PG_WRITE=transaction for BEGIN, two inserts and
+ * COMMIT (writeGroup), as it wrote them before.
+ */
+const ONE_STATEMENT = process.env.CEILING_PG_WRITE !== "transaction"
 const MAX_BATCH = 64
 const HASH = /^[0-9a-f]{64}$/
 
@@ -266,9 +270,9 @@ const answerGroup = (group, byHash, claimBySeq, at) => {
   }
 }
 
-// CEILING_PG_WRITE=cte, an experiment: on Postgres the attestations and their claims in one statement
-// (a data-modifying CTE, its own transaction), one round trip instead of BEGIN, two INSERTs and COMMIT.
-// Not what attestd does; measured in the README (Performance, the ceiling).
+// On Postgres the attestations and their claims in one statement (a data-modifying CTE, its own
+// transaction), one round trip instead of BEGIN, two INSERTs and COMMIT, as attestd's Attestor
+// (Repo.insertWithClaims; README, Performance).
 const commitCte = async (run, group, rows, byHash, at) => {
   const now = new Date().toISOString()
   const out = await run(

@@ -183,7 +183,17 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     const bool = (b: boolean) => (isPg ? b : b ? 1 : 0)
 
-    const findByHashesStatement = (part: ReadonlyArray<string>) => sql`SELECT * FROM attestations WHERE ${sql.in("hash_hex", part)}`
+    /**
+     * `column` among `values`: on Postgres `= ANY` of one array parameter, so the statement's
+     * text is the same for any number of values and PgDirect prepares it once per connection
+     * (README, Performance); on SQLite, which has no arrays, `IN (…)`.
+     */
+    const among = (column: "hash_hex" | "api_key_id" | "attestation_seq", values: ReadonlyArray<string | number>) =>
+      isPg
+        ? sql`${sql(column)} = ANY(${values}::${sql.literal(column === "attestation_seq" ? "bigint" : "text")}[])`
+        : sql.in(column, values)
+
+    const findByHashesStatement = (part: ReadonlyArray<string>) => sql`SELECT * FROM attestations WHERE ${among("hash_hex", part)}`
     const findByHashes = (hashes: ReadonlyArray<string>) =>
       inChunks(hashes, (part) => attestationRows(findByHashesStatement(part)))
 
@@ -220,7 +230,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       [
         hashes.length === 1
           ? sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE hash_hex = ${hashes[0]!}`
-          : sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${sql.in("hash_hex", [...new Set(hashes)])}`,
+          : sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${among("hash_hex", [...new Set(hashes)])}`,
         (rows: ReadonlyArray<AttestationStatus>) => {
           const byHash = new Map<string, AttestationStatus>(rows.map((a) => [a.hashHex, a]))
           return hashes.map((h) => byHash.get(h))
@@ -280,8 +290,8 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const claimSourcesRead = (pairs: ReadonlyArray<readonly [keyId: string, seq: number]>) =>
       [
         sql`SELECT api_key_id, attestation_seq, source FROM claims WHERE deleted_at IS NULL
-          AND ${sql.in("api_key_id", [...new Set(pairs.map(([k]) => k))])}
-          AND ${sql.in("attestation_seq", [...new Set(pairs.map(([, s]) => s))])}`,
+          AND ${among("api_key_id", [...new Set(pairs.map(([k]) => k))])}
+          AND ${among("attestation_seq", [...new Set(pairs.map(([, s]) => s))])}`,
         (rows: ReadonlyArray<ClaimSource>) => {
           const byPair = new Map(rows.map((r) => [`${r.apiKeyId} ${r.attestationSeq}`, r]))
           return pairs.map(([k, s]) => byPair.get(`${k} ${s}`))
@@ -396,7 +406,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
 
     /** Live claims of `keyId` on the given attestations. */
     const liveClaimsStatement = (keyId: string, part: ReadonlyArray<number>) =>
-      sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL AND ${sql.in("attestation_seq", part)}`
+      sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL AND ${among("attestation_seq", part)}`
     const liveClaims = (keyId: string, seqs: ReadonlyArray<number>) =>
       inChunks(seqs, (part) => claimRows(liveClaimsStatement(keyId, part)))
 

@@ -47,42 +47,65 @@ export class PgStatementObserver extends Context.Reference<PgStatementObserver>(
 /** How long the first connection may take (as @effect/sql-pg's default). */
 const CONNECT_TIMEOUT = Duration.seconds(5)
 
-const makeDirect = (pool: pg.Pool, observe: ((text: string) => void) | undefined): PgDirectShape => ({
-  runThen: (body, k) =>
-    pool.connect((error, client, release) => {
-      if (error || client === undefined) return k(Either.left(error ?? new Error("no client returned")))
-      // An error on a checked-out client with no listener would be thrown at the process.
-      let lost: unknown
-      const onError = (e: unknown) => void (lost = e)
-      client.on("error", onError)
-      const query = (text: string, params: ReadonlyArray<unknown>) =>
-        waiting<ReadonlyArray<Record<string, unknown>>>((resume) => {
-          observe?.(text)
-          client.query(text, params as Array<unknown>, (e, result) => resume(e ? Either.left(e) : Either.right(result.rows)))
+/**
+ * Statement texts prepared by name, per pool. The group statements' texts do not depend
+ * on their number of rows (arrays as parameters: Repo), so a few names cover them;
+ * past this many, a statement runs unnamed, as @effect/sql-pg runs every one.
+ */
+const PREPARED_NAMES = 64
+
+const makeDirect = (pool: pg.Pool, observe: ((text: string) => void) | undefined): PgDirectShape => {
+  // One name per text for the whole pool: `pg` prepares a name once per connection, and refuses
+  // one name for two texts. A prepared statement saves Postgres its parse and plan each time
+  // (with `pg` alone on attestd's schema, a 16-row group's read and write cost Postgres ~31%
+  // less CPU, its round trips ~24% less time: README, Performance).
+  const names = new Map<string, string>()
+  const nameOf = (text: string): string | undefined => {
+    let name = names.get(text)
+    if (name === undefined && names.size < PREPARED_NAMES) names.set(text, name = `attestd_${names.size}`)
+    return name
+  }
+  return {
+    runThen: (body, k) =>
+      pool.connect((error, client, release) => {
+        if (error || client === undefined) return k(Either.left(error ?? new Error("no client returned")))
+        // An error on a checked-out client with no listener would be thrown at the process.
+        let lost: unknown
+        const onError = (e: unknown) => void (lost = e)
+        client.on("error", onError)
+        const query = (text: string, params: ReadonlyArray<unknown>) =>
+          waiting<ReadonlyArray<Record<string, unknown>>>((resume) => {
+            observe?.(text)
+            const name = params.length > 0 ? nameOf(text) : undefined
+            client.query(
+              { text, values: params as Array<unknown>, ...(name === undefined ? {} : { name }) },
+              (e: Error | null, result: pg.QueryResult) => resume(e ? Either.left(e) : Either.right(result.rows))
+            )
+          })
+        const run: RunThen = {
+          statementRows: (statement) => {
+            const [text, params] = statement.compile()
+            return query(text, params)
+          },
+          transaction: (inner) => ({
+            *[Symbol.iterator]() {
+              yield* query("BEGIN", [])
+              const out = yield* inner()
+              yield* query("COMMIT", [])
+              return out
+            }
+          })
+        }
+        runThen(body(run), (outcome) => {
+          client.off("error", onError)
+          const failure = Either.isLeft(outcome) ? outcome.left : lost
+          // Destroyed on any failure: nothing of this program (an open transaction) stays on a pooled connection.
+          release(failure === undefined ? undefined : failure instanceof Error ? failure : new Error(String(failure)))
+          k(outcome)
         })
-      const run: RunThen = {
-        statementRows: (statement) => {
-          const [text, params] = statement.compile()
-          return query(text, params)
-        },
-        transaction: (inner) => ({
-          *[Symbol.iterator]() {
-            yield* query("BEGIN", [])
-            const out = yield* inner()
-            yield* query("COMMIT", [])
-            return out
-          }
-        })
-      }
-      runThen(body(run), (outcome) => {
-        client.off("error", onError)
-        const failure = Either.isLeft(outcome) ? outcome.left : lost
-        // Destroyed on any failure: nothing of this program (an open transaction) stays on a pooled connection.
-        release(failure === undefined ? undefined : failure instanceof Error ? failure : new Error(String(failure)))
-        k(outcome)
       })
-    })
-})
+  }
+}
 
 /** SqlClient (PgClient) and PgDirect over one pool for `url`. */
 export const layer = (url: string, maxConnections: number): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgDirect, SqlError.SqlError> =>

@@ -119,9 +119,13 @@ if (isPg) {
   const pg = require("pg")
   const pool = new pg.Pool({ connectionString: url, max: 2 })
   keys = (await pool.query("SELECT id, key_hash, org_id FROM api_keys WHERE revoked_at IS NULL")).rows
+  // statements with parameters prepared by name, once per connection, as attestd's PgDirect does
+  const names = new Map()
+  const nameOf = (sql) => names.get(sql) ?? names.set(sql, `ceiling_${names.size}`).get(sql)
   const store = () => {
     const client = pool.connect()
-    return async (sql, params = []) => (await (await client).query(sql, params)).rows
+    return async (sql, params = []) =>
+      (await (await client).query(params.length > 0 ? { name: nameOf(sql), text: sql, values: params } : sql)).rows
   }
   stores = [store(), store()]
 } else {

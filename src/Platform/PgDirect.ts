@@ -58,7 +58,10 @@ const makeDirect = (pool: pg.Pool, observe: ((text: string) => void) | undefined
   // One name per text for the whole pool: `pg` prepares a name once per connection, and refuses
   // one name for two texts. A prepared statement saves Postgres its parse and plan each time
   // (with `pg` alone on attestd's schema, a 16-row group's read and write cost Postgres ~31%
-  // less CPU, its round trips ~24% less time: README, Performance).
+  // less CPU, its round trips ~24% less time: README, Performance). Should another instance's
+  // migration change a table under a prepared `SELECT *`, Postgres refuses that statement on each
+  // connection that prepared it ("cached plan must not change result type"): the program fails,
+  // its batch runs in a fiber (unnamed), and its connection is destroyed, so the next prepares anew.
   const names = new Map<string, string>()
   const nameOf = (text: string): string | undefined => {
     let name = names.get(text)

@@ -5,6 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Layer, ManagedRuntime } from "effect"
+import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as PgDirect from "../../src/Platform/PgDirect.js"
 import type { Program } from "../../src/Platform/Steps.js"
@@ -62,6 +63,38 @@ describe.skipIf(!available)("PgDirect", () => {
     // 64 names for the pool, all but the first test's on this connection (the pool hands out its idle client)
     expect(names.length).toBeGreaterThanOrEqual(63)
     expect(names.length).toBeLessThanOrEqual(64)
+  })
+
+  it("a prepared SELECT * whose table another session alters fails on its connection, which is replaced", async () => {
+    // a pool of one connection, so the reads share it until it is replaced
+    const one = ManagedRuntime.make(PgDirect.layer(db.url, 1).pipe(Layer.orDie))
+    const other = new pg.Client({ connectionString: db.url })
+    await other.connect()
+    try {
+      await other.query("CREATE TABLE altered (id int PRIMARY KEY, a text); INSERT INTO altered VALUES (1, 'x')")
+      const [direct, sql] = await one.runPromise(Effect.all([PgDirect.PgDirect, SqlClient.SqlClient]))
+      const read = () =>
+        new Promise<Either.Either<{ pid: unknown; columns: Array<string> }, unknown>>((resolve) =>
+          direct!.runThen(function*(run) {
+            const pid = (yield* run.statementRows(sql`SELECT pg_backend_pid() AS pid`))[0]!.pid
+            const rows = yield* run.statementRows(sql`SELECT * FROM altered WHERE id = ${1}`)
+            return { pid, columns: Object.keys(rows[0]!) }
+          }, resolve)
+        )
+      const first = Either.getOrThrow(await read())
+      expect(first.columns).toEqual(["id", "a"])
+      expect(Either.getOrThrow(await read()).pid).toBe(first.pid) // the same connection, its statement prepared
+      await other.query("ALTER TABLE altered ADD COLUMN b text")
+      const failed = await read()
+      expect(Either.isLeft(failed) && String(failed.left)).toMatch(/cached plan must not change result type/)
+      const next = Either.getOrThrow(await read())
+      expect(next.columns).toEqual(["id", "a", "b"])
+      expect(next.pid).not.toBe(first.pid)
+    } finally {
+      await other.query("DROP TABLE IF EXISTS altered")
+      await other.end()
+      await one.dispose()
+    }
   })
 
   it("a failed statement fails the program, which the caller sees, and the pool still serves", async () => {

@@ -24,7 +24,7 @@ import {
 
 /** Row decoders (a row that does not match its schema is a bug: a defect). */
 const attestationRows = decodeRows(AttestationRow)
-const attestationRowsNow = decodeRowsSync(AttestationRow)
+const attestationRowsSync = decodeRowsSync(AttestationRow)
 const statusRows = decodeRows(AttestationStatusRow)
 const statusRow = decodeRowSync(AttestationStatusRow)
 const statusRowsSync = decodeRowsSync(AttestationStatusRow)
@@ -36,13 +36,13 @@ const claimSourceRows = decodeRows(ClaimSource)
 const claimSourceRowsSync = decodeRowsSync(ClaimSource)
 const LIVE_CLAIM_SOURCE = "SELECT source FROM claims WHERE api_key_id = ? AND attestation_seq = ? AND deleted_at IS NULL"
 const claimRows = decodeRows(ClaimRow)
-const claimRowsNow = decodeRowsSync(ClaimRow)
+const claimRowsSync = decodeRowsSync(ClaimRow)
 const AttestationKeys = AttestationRow.pipe(Schema.pick("seq", "id", "hashHex"))
 const insertedAttestationKeys = decodeRows(AttestationKeys)
-const insertedAttestationKeysNow = decodeRowsSync(AttestationKeys)
+const insertedAttestationKeysSync = decodeRowsSync(AttestationKeys)
 const ClaimKeys = ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId"))
 const insertedClaimKeys = decodeRows(ClaimKeys)
-const insertedClaimKeysNow = decodeRowsSync(ClaimKeys)
+const insertedClaimKeysSync = decodeRowsSync(ClaimKeys)
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
 /** insertWithClaims' rows: an inserted attestation's keys, with one of its new claims (or none). */
 const InsertedWithClaimRow = Schema.Struct({
@@ -151,6 +151,13 @@ const inChunksThen = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArra
   }
 })
 
+/** A statement's rows, decoded, as one step of a program run with callbacks (PgDirect). */
+const rowsThen = <A>(run: RunThen, decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Step<A> => ({
+  *[Symbol.iterator]() {
+    return decode(yield* run.statementRows(statement))
+  }
+})
+
 /** inChunks, run now on SQLite's connection (SqliteNow). */
 const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => ReadonlyArray<B>): Array<B> =>
   chunksOf(xs).flatMap(statement)
@@ -216,7 +223,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       pgDirect && ((items: ReadonlyArray<I>, k: (outcome: Either.Either<ReadonlyArray<O>, unknown>) => void) => {
         const [statement, answers] = read(items)
         pgDirect.runThen(function*(run) {
-          return answers(decode(yield* run.statementRows(statement)))
+          return yield* rowsThen(run, (rows) => answers(decode(rows)), statement)
         }, k)
       })
 
@@ -421,30 +428,26 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         : undefined
     }
     const groupStatementsNow = (run: RunNow): GroupStatements<"now"> => ({
-      findByHashes: (hashes) => inChunksNow(hashes, (part) => attestationRowsNow(run.statementRows(findByHashesStatement(part)))),
-      liveClaims: (keyId, seqs) => inChunksNow(seqs, (part) => claimRowsNow(run.statementRows(liveClaimsStatement(keyId, part)))),
+      findByHashes: (hashes) => inChunksNow(hashes, (part) => attestationRowsSync(run.statementRows(findByHashesStatement(part)))),
+      liveClaims: (keyId, seqs) => inChunksNow(seqs, (part) => claimRowsSync(run.statementRows(liveClaimsStatement(keyId, part)))),
       // A row per statement: run now, each is a call into SQLite with nothing around it, and SQLite
       // inserts ~2.5× faster from one prepared single-row statement than from one multi-row VALUES
       // (README, Performance). The Effect form sends one statement per chunk: there each statement
       // costs a fiber's steps through @effect/sql, and on Postgres a round trip.
-      insertIfAbsent: (rows) => rows.flatMap((row) => inserted([row], insertedAttestationKeysNow(run.statementRows(insertStatement([row]))))),
+      insertIfAbsent: (rows) => rows.flatMap((row) => inserted([row], insertedAttestationKeysSync(run.statementRows(insertStatement([row]))))),
       insertClaimsIfAbsent: (rows) =>
-        rows.flatMap((row) => insertedClaims([row], insertedClaimKeysNow(run.statementRows(insertClaimsStatement([row])))))
+        rows.flatMap((row) => insertedClaims([row], insertedClaimKeysSync(run.statementRows(insertClaimsStatement([row])))))
     })
     /** The Effect form's statements (multi-row inserts: each is a round trip), run with callbacks on a Postgres pool client (PgDirect). */
     const groupStatementsThen = (run: RunThen): GroupStatements<"then"> => {
-      const rowsOf = <A>(decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Step<A> => ({
-        *[Symbol.iterator]() {
-          return decode(yield* run.statementRows(statement))
-        }
-      })
+      const rowsOf = <A>(decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>) => rowsThen(run, decode, statement)
       return {
-        findByHashes: (hashes) => inChunksThen(hashes, (part) => rowsOf(attestationRowsNow, findByHashesStatement(part))),
-        liveClaims: (keyId, seqs) => inChunksThen(seqs, (part) => rowsOf(claimRowsNow, liveClaimsStatement(keyId, part))),
+        findByHashes: (hashes) => inChunksThen(hashes, (part) => rowsOf(attestationRowsSync, findByHashesStatement(part))),
+        liveClaims: (keyId, seqs) => inChunksThen(seqs, (part) => rowsOf(claimRowsSync, liveClaimsStatement(keyId, part))),
         insertIfAbsent: (rows) =>
-          inChunksThen(rows, (part) => rowsOf((r) => inserted(part, insertedAttestationKeysNow(r)), insertStatement(part))),
+          inChunksThen(rows, (part) => rowsOf((r) => inserted(part, insertedAttestationKeysSync(r)), insertStatement(part))),
         insertClaimsIfAbsent: (rows) =>
-          inChunksThen(rows, (part) => rowsOf((r) => insertedClaims(part, insertedClaimKeysNow(r)), insertClaimsStatement(part))),
+          inChunksThen(rows, (part) => rowsOf((r) => insertedClaims(part, insertedClaimKeysSync(r)), insertClaimsStatement(part))),
         insertWithClaims: (rows, claims) =>
           rowsOf((out) => insertedWithClaims(rows, claims, insertedWithClaimRowsSync(out)), insertWithClaimsStatement(rows, claims))
       }

@@ -61,12 +61,16 @@ export const makeGroupCommit = <I, O, E>(options: {
     let scheduled = false
     let closed = false
 
+    /** Each entry of a batch answered with its outcome, in order. */
+    const succeedAll = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>, outcomes: ReadonlyArray<O>) =>
+      entries.forEach(([, resume], i) => resume(Exit.succeed(outcomes[i]!)))
+
     /** One batch: answered together, or, when it failed, each item alone with its own outcome. */
     const runBatch = (entries: ReadonlyArray<readonly [I, Resume<O, E>]>) =>
       Effect.gen(function*() {
         const exit = yield* Effect.exit(options.process(entries.map(([item]) => item)))
         if (Exit.isSuccess(exit)) {
-          entries.forEach(([, resume], i) => resume(Exit.succeed(exit.value[i]!)))
+          succeedAll(entries, exit.value)
         } else if (entries.length === 1 || Cause.isInterruptedOnly(exit.cause)) {
           for (const [, resume] of entries) resume(exit as Exit.Exit<never, E>)
         } else {
@@ -109,7 +113,7 @@ export const makeGroupCommit = <I, O, E>(options: {
         if (ended) return
         ended = true
         if (Either.isRight(outcome)) {
-          entries.forEach(([, resume], i) => resume(Exit.succeed(outcome.right[i]!)))
+          succeedAll(entries, outcome.right)
         } else {
           runFork(Effect.logWarning("a group run with callbacks failed; it runs in a fiber", Cause.die(outcome.left)))
           runInFiber(entries)
@@ -130,7 +134,7 @@ export const makeGroupCommit = <I, O, E>(options: {
       const entries = waiting.splice(0, options.maxBatch)
       const now = answerNow(entries)
       if (now !== UNDECIDED) {
-        entries.forEach(([, resume], i) => resume(Exit.succeed(now[i]!)))
+        succeedAll(entries, now)
         return flushSoon()
       }
       if (options.processThen !== undefined) runThen(entries, options.processThen)

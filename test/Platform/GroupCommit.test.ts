@@ -121,22 +121,32 @@ describe("group commit", () => {
     expect(events).toEqual(["committed 1", "closed"])
   })
 
+  type Then = (batch: ReadonlyArray<number>, k: (outcome: Either.Either<ReadonlyArray<number>, unknown>) => void) => void
+  /**
+   * Submits `items` at once to a group commit (batches of 4, one worker) over `paths` (processNow or
+   * processThen) and a `process` that notes its batches and fails any batch holding 13.
+   */
+  const runOver = async (
+    items: ReadonlyArray<number>,
+    paths: { readonly processNow?: (batch: ReadonlyArray<number>) => ReadonlyArray<number> | Undecided; readonly processThen?: Then }
+  ) => {
+    const fiberBatches: Array<ReadonlyArray<number>> = []
+    const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const submit = yield* makeGroupCommit<number, number, string>({
+        process: (batch) =>
+          batch.includes(13) ? Effect.fail("unlucky") : Effect.sync(() => (fiberBatches.push(batch), batch.map((n) => n * 10))),
+        ...paths,
+        maxBatch: 4,
+        workers: 1
+      })
+      return yield* Effect.all(items.map((n) => Effect.either(submit(n))), { concurrency: "unbounded" })
+    })))
+    return { results, fiberBatches }
+  }
+
   describe("processNow", () => {
-    /** Submits `items` at once to a group commit over `processNow` and a `process` that notes its batches. */
-    const run = async (items: ReadonlyArray<number>, processNow: (batch: ReadonlyArray<number>) => ReadonlyArray<number> | Undecided) => {
-      const fiberBatches: Array<ReadonlyArray<number>> = []
-      const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-        const submit = yield* makeGroupCommit<number, number, string>({
-          process: (batch) =>
-            batch.includes(13) ? Effect.fail("unlucky") : Effect.sync(() => (fiberBatches.push(batch), batch.map((n) => n * 10))),
-          processNow,
-          maxBatch: 4,
-          workers: 1
-        })
-        return yield* Effect.all(items.map((n) => Effect.either(submit(n))), { concurrency: "unbounded" })
-      })))
-      return { results, fiberBatches }
-    }
+    const run = (items: ReadonlyArray<number>, processNow: (batch: ReadonlyArray<number>) => ReadonlyArray<number> | Undecided) =>
+      runOver(items, { processNow })
 
     it("answers a batch it can decide without a fiber: process never runs", async () => {
       const nowBatches: Array<ReadonlyArray<number>> = []
@@ -159,22 +169,7 @@ describe("group commit", () => {
   })
 
   describe("processThen", () => {
-    type Then = (batch: ReadonlyArray<number>, k: (outcome: Either.Either<ReadonlyArray<number>, unknown>) => void) => void
-    /** Submits `items` at once to a group commit over `processThen` and a `process` that notes its batches. */
-    const run = async (items: ReadonlyArray<number>, processThen: Then, workers = 1) => {
-      const fiberBatches: Array<ReadonlyArray<number>> = []
-      const results = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-        const submit = yield* makeGroupCommit<number, number, string>({
-          process: (batch) =>
-            batch.includes(13) ? Effect.fail("unlucky") : Effect.sync(() => (fiberBatches.push(batch), batch.map((n) => n * 10))),
-          processThen,
-          maxBatch: 4,
-          workers
-        })
-        return yield* Effect.all(items.map((n) => Effect.either(submit(n))), { concurrency: "unbounded" })
-      })))
-      return { results, fiberBatches }
-    }
+    const run = (items: ReadonlyArray<number>, processThen: Then) => runOver(items, { processThen })
 
     it("answers a batch from its callback, later or at once: process never runs", async () => {
       const thenBatches: Array<ReadonlyArray<number>> = []

@@ -5,6 +5,7 @@
  * on both.
  */
 import { Effect, Either, identity, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
+import { compiledArray, compiledFields, structFields } from "./CompiledSchema.js"
 
 /** An integer column (or aggregate) as a number, from a number (SQLite) or a decimal string (Postgres). */
 export const DbInt = Schema.Union(Schema.Int, Schema.NumberFromString.pipe(Schema.int()))
@@ -69,10 +70,6 @@ const renamedColumns = (ast: AST.AST) => {
   return { columns: ast.from, keys, compiled: ast.annotations[AST.ParseOptionsAnnotationId] === undefined ? compiledFields(ast.from, keys) : undefined }
 }
 
-/** A plain struct row schema's compiled fields (no renames), or undefined. */
-const plainCompiledFields = (ast: AST.AST) =>
-  ast._tag === "TypeLiteral" ? compiledFields(ast, ast.propertySignatures.map((ps) => [ps.name, ps.name] as const)) : undefined
-
 /** renamingRowsDecoder's decoder as a synchronous function (row schemas have no effects of their own). */
 const renamingRowsDecoderEither = <A, I>(
   row: Schema.Schema<A, I, never>
@@ -87,136 +84,18 @@ const renamingRowsDecoderEither = <A, I>(
     return out as A
   }
   const decode = (u: unknown) => Either.map(decodeColumns(u), (rows) => rows.map(rename))
-  return compiled === undefined ? decode : compiledRows(compiled, decode)
+  return compiled === undefined ? decode : compiledArray(compiled, decode)
 }
 
 /** Whether `row`'s fields compile (compiledValue), so its rows are decoded without Effect's parser (for tests). */
 export const isCompiledRow = (row: Schema.Schema.Any): boolean =>
-  (renamedColumns(row.ast)?.compiled ?? plainCompiledFields(row.ast)) !== undefined
-
-/**
- * A row schema's decoder compiled from its AST, for the column types rows have (strings,
- * numbers, booleans, literals, null, refinements, unions of these, transformations whose
- * decode answers at once such as DbInt's and parseJson's, declarations such as Uint8Array): each field
- * is checked by a plain function instead of Effect's parser with its Either per step and
- * options per call (~3–4% of an attest's CPU on both stores, perf, 2026-11-24). A row it
- * is not sure of (anything that does not decode, or is not an object) goes to Effect's
- * decoder, so every refusal, and its ParseError, is Effect's own; a schema with a part it
- * does not know (an optional field, a struct or array column, parse options or a
- * decoding fallback annotation) is decoded by Effect's decoder alone. test/Platform/Rows.test.ts
- * holds the two equal on the repositories' row schemas and on generated rows.
- */
-const NOT_SURE: unique symbol = Symbol("Rows/NOT_SURE")
-type Compiled = (u: unknown) => unknown
-
-const compiledValue = (ast: AST.AST): Compiled | undefined => {
-  if (Option.isSome(AST.getParseOptionsAnnotation(ast)) || Option.isSome(AST.getDecodingFallbackAnnotation(ast))) return undefined
-  switch (ast._tag) {
-    case "StringKeyword":
-      return (u) => (typeof u === "string" ? u : NOT_SURE)
-    case "NumberKeyword":
-      return (u) => (typeof u === "number" ? u : NOT_SURE)
-    case "BooleanKeyword":
-      return (u) => (typeof u === "boolean" ? u : NOT_SURE)
-    case "UnknownKeyword":
-    case "AnyKeyword":
-      return identity
-    case "Literal": {
-      const literal = ast.literal
-      return (u) => (u === literal ? u : NOT_SURE)
-    }
-    case "Refinement": {
-      const from = compiledValue(ast.from)
-      if (from === undefined) return undefined
-      return (u) => {
-        const a = from(u)
-        return a === NOT_SURE || Option.isSome(ast.filter(a, AST.defaultParseOption, ast)) ? NOT_SURE : a
-      }
-    }
-    case "Union": {
-      // Effect tries a union's members in order and keeps the first that decodes (members
-      // that are structs go by their literal fields first: not compiled here)
-      const members = ast.types.map(compiledValue)
-      if (!members.every((m): m is Compiled => m !== undefined)) return undefined
-      return (u) => {
-        for (const m of members) {
-          const a = m(u)
-          if (a !== NOT_SURE) return a
-        }
-        return NOT_SURE
-      }
-    }
-    case "Transformation": {
-      const from = compiledValue(ast.from)
-      const to = compiledValue(ast.to)
-      if (from === undefined || to === undefined) return undefined
-      const t = ast.transformation
-      if (t._tag === "ComposeTransformation") return (u) => { const a = from(u); return a === NOT_SURE ? a : to(a) }
-      if (t._tag !== "FinalTransformation") return undefined
-      return (u) => {
-        const a = from(u)
-        if (a === NOT_SURE) return a
-        const b = t.decode(a, AST.defaultParseOption, ast, u)
-        return Either.isEither(b) && Either.isRight(b) ? to(b.right) : NOT_SURE
-      }
-    }
-    case "Declaration": {
-      const decode = ast.decodeUnknown(...ast.typeParameters)
-      return (u) => {
-        const a = decode(u, AST.defaultParseOption, ast)
-        return Either.isEither(a) && Either.isRight(a) ? a.right : NOT_SURE
-      }
-    }
-    default:
-      return undefined
-  }
-}
-
-/** Each output key, the column it is read from and its compiled decoder; undefined when a field cannot be compiled. */
-const compiledFields = (
-  from: AST.TypeLiteral,
-  keys: ReadonlyArray<readonly [PropertyKey, PropertyKey]>
-): ReadonlyArray<readonly [PropertyKey, PropertyKey, Compiled]> | undefined => {
-  if (from.indexSignatures.length > 0 || Option.isSome(AST.getParseOptionsAnnotation(from))) return undefined
-  const byColumn = new Map(from.propertySignatures.map((ps) => [ps.name, ps]))
-  const out: Array<readonly [PropertyKey, PropertyKey, Compiled]> = []
-  for (const [key, column] of keys) {
-    const ps = byColumn.get(column)
-    if (ps === undefined || ps.isOptional || typeof column !== "string") return undefined
-    const decode = compiledValue(ps.type)
-    if (decode === undefined) return undefined
-    out.push([key, column, decode])
-  }
-  return out.length === from.propertySignatures.length ? out : undefined
-}
-
-/** Rows decoded by the compiled fields, or by `effects` (Effect's decoder) for any input they are not sure of. */
-const compiledRows = <A>(
-  fields: ReadonlyArray<readonly [PropertyKey, PropertyKey, Compiled]>,
-  effects: (u: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>
-) =>
-(u: unknown): Either.Either<ReadonlyArray<A>, ParseResult.ParseError> => {
-  if (!Array.isArray(u)) return effects(u)
-  const rows: Array<A> = new Array(u.length)
-  for (let i = 0; i < u.length; i++) {
-    const r: unknown = u[i]
-    if (typeof r !== "object" || r === null || Array.isArray(r)) return effects(u)
-    const out: Record<PropertyKey, unknown> = {}
-    for (const [key, column, decode] of fields) {
-      const v = decode((r as Record<PropertyKey, unknown>)[column])
-      if (v === NOT_SURE) return effects(u)
-      out[key] = v
-    }
-    rows[i] = out as A
-  }
-  return Either.right(rows)
-}
+  (renamedColumns(row.ast)?.compiled ?? structFields(row.ast)) !== undefined
 
 /** Effect's decoder of an array of `row`, compiled when the row is a plain struct of known column types. */
 const plainRowsDecoderEither = <A, I>(row: Schema.Schema<A, I, never>): ((u: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>) => {
   const decode = Schema.decodeUnknownEither(Schema.Array(row))
-  const fields = plainCompiledFields(row.ast)
-  return fields === undefined ? decode : compiledRows(fields, decode)
+  const fields = structFields(row.ast)
+  return fields === undefined ? decode : compiledArray(fields, decode)
 }
 
 /** Decodes a statement's rows (one whose SQL is built at run time, so SqlSchema's Request has nothing to say). */

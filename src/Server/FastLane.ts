@@ -55,6 +55,7 @@ import {
 import { errorParts } from "../Http/Envelope.js"
 import { RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 import { BodyGates } from "../Http/BodyGates.js"
+import { compiledStruct } from "../Platform/CompiledSchema.js"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import type { AttestationStatus } from "../Attestations/Domain.js"
 
@@ -79,9 +80,13 @@ interface Reply {
 
 type Route = (text: string, headers: EdgeHeaders) => Effect.Effect<Reply, unknown, RequestMeta>
 
-/** Parses and decodes a body synchronously (the payload schemas have no effects): no fiber steps. */
+/**
+ * Parses and decodes a body synchronously (the payload schemas have no effects): no fiber
+ * steps, and the payload's struct compiled (CompiledSchema: Effect's decoder for any body it is
+ * not sure of, so every refusal is worded as the HttpApi path words it).
+ */
 const decodeJson = <A, I>(schema: Schema.Schema<A, I>): (text: string) => Either.Either<A, Errors.ValidationError> => {
-  const decode = Schema.decodeUnknownEither(schema)
+  const decode = compiledStruct(schema, Schema.decodeUnknownEither(schema))
   return (text) =>
     Either.flatMap(parseJsonBody(text), (json) =>
       Either.mapLeft(decode(json), (e) => validationErrorFromIssues(ParseResult.ArrayFormatter.formatErrorSync(e))))

@@ -123,8 +123,11 @@ describe("the row decoders", () => {
     same(row, [null], decoder)
     same(row, [[1]], decoder)
     same(row, "not rows", decoder)
-    // an optional field, a struct column, parse options: Effect's decoder alone
-    expect(isCompiledRow(Schema.Struct({ a: Schema.optional(Schema.String) }))).toBe(false)
+    // an optional field: absent stays absent
+    const optional = Schema.Struct({ a: Schema.optional(Schema.String), b: Schema.String })
+    expect(isCompiledRow(optional)).toBe(true)
+    same(optional, [{ b: "x" }, { a: undefined, b: "y" }, { a: "z", b: "w" }], syncDecoder(optional))
+    // a struct column, parse options, a decoding fallback: Effect's decoder alone
     expect(isCompiledRow(Schema.Struct({ a: Schema.Struct({ b: Schema.String }) }))).toBe(false)
     expect(isCompiledRow(Schema.Struct({ a: Schema.String }).annotations({ parseOptions: { onExcessProperty: "error" } }))).toBe(false)
     expect(isCompiledRow(Schema.Struct({ a: Schema.String.annotations({ decodingFallback: () => Either.right("x") }) }))).toBe(false)

@@ -22,9 +22,13 @@ import { Either, identity, Option, type ParseResult, type Schema, SchemaAST as A
 const NOT_SURE: unique symbol = Symbol("CompiledSchema/NOT_SURE")
 type Compiled = (u: unknown) => unknown
 
+/** Whether `ast` carries an annotation that changes how Effect parses it (parse options, a decoding fallback): never compiled. */
+export const changesParsing = (ast: AST.AST): boolean =>
+  Option.isSome(AST.getParseOptionsAnnotation(ast)) || Option.isSome(AST.getDecodingFallbackAnnotation(ast))
+
 /** An AST's decode as a plain function, or undefined when it has a part this module does not know. */
 const compiledValue = (ast: AST.AST): Compiled | undefined => {
-  if (Option.isSome(AST.getParseOptionsAnnotation(ast)) || Option.isSome(AST.getDecodingFallbackAnnotation(ast))) return undefined
+  if (changesParsing(ast)) return undefined
   switch (ast._tag) {
     case "StringKeyword":
       return (u) => (typeof u === "string" ? u : NOT_SURE)
@@ -104,8 +108,7 @@ export const compiledFields = (
   from: AST.TypeLiteral,
   keys: ReadonlyArray<readonly [PropertyKey, PropertyKey]>
 ): CompiledFields | undefined => {
-  if (from.indexSignatures.length > 0 || from.propertySignatures.length === 0) return undefined
-  if (Option.isSome(AST.getParseOptionsAnnotation(from)) || Option.isSome(AST.getDecodingFallbackAnnotation(from))) return undefined
+  if (from.indexSignatures.length > 0 || from.propertySignatures.length === 0 || changesParsing(from)) return undefined
   const byName = new Map(from.propertySignatures.map((ps) => [ps.name, ps]))
   const out: Array<CompiledFields[number]> = []
   for (const [key, name] of keys) {

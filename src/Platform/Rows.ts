@@ -5,7 +5,7 @@
  * on both.
  */
 import { Effect, Either, identity, Option, ParseResult, Schema, SchemaAST as AST } from "effect"
-import { compiledArray, compiledFields, structFields } from "./CompiledSchema.js"
+import { changesParsing, compiledArray, compiledFields, structFields } from "./CompiledSchema.js"
 
 /** An integer column (or aggregate) as a number, from a number (SQLite) or a decimal string (Postgres). */
 export const DbInt = Schema.Union(Schema.Int, Schema.NumberFromString.pipe(Schema.int()))
@@ -25,21 +25,22 @@ export const orDieOnMismatch = <A, E, R>(self: Effect.Effect<A, E | ParseResult.
   Effect.catchAll(self, (e) => (e instanceof ParseResult.ParseError ? Effect.die(e) : Effect.fail(e)))
 
 /**
- * The decoder of an array of rows, built once per row schema: building Schema.Array
- * and its parser on every call cost ~10% of an attest request's CPU.
+ * The decoder of an array of rows, built once per row schema and shared by decodeRows
+ * and decodeRowsSync: building Schema.Array and its parser on every call cost ~10% of
+ * an attest request's CPU. Row schemas have no requirements, so it answers at once.
  */
-const rowDecoders = new WeakMap<Schema.Schema.Any, (u: unknown) => Effect.Effect<ReadonlyArray<any>, ParseResult.ParseError, any>>()
+const rowDecoders = new WeakMap<Schema.Schema.Any, (u: unknown) => Either.Either<ReadonlyArray<any>, ParseResult.ParseError>>()
 const rowSchemas = new Set<Schema.Schema.Any>()
 /** Every row schema a repository decodes with (for the test that holds the two decoders equal). */
 export const decodedRowSchemas = (): ReadonlyArray<Schema.Schema.Any> => [...rowSchemas]
-const rowsDecoder = <A, I, R>(row: Schema.Schema<A, I, R>) => {
+const rowsDecoder = <A, I>(row: Schema.Schema<A, I, never>) => {
   let decode = rowDecoders.get(row)
   if (decode === undefined) {
     rowSchemas.add(row)
-    decode = renamingRowsDecoder(row) ?? plainRowsDecoderEither(row as Schema.Schema<A, I, never>)
+    decode = renamingRowsDecoderEither(row) ?? plainRowsDecoderEither(row)
     rowDecoders.set(row, decode)
   }
-  return decode as (u: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError, R>
+  return decode as (u: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>
 }
 
 /**
@@ -68,7 +69,7 @@ const renamedColumns = (ast: AST.AST) => {
   if (!renames.every((t) => t.decode === identity && t.encode === identity)) return undefined
   const columnOf = new Map<PropertyKey, PropertyKey>(renames.map((t) => [t.to, t.from]))
   const keys = ast.to.propertySignatures.map((ps) => [ps.name, columnOf.get(ps.name) ?? ps.name] as const)
-  return { columns: ast.from, keys, compiled: ast.annotations[AST.ParseOptionsAnnotationId] === undefined ? compiledFields(ast.from, keys) : undefined }
+  return { columns: ast.from, keys, compiled: changesParsing(ast) ? undefined : compiledFields(ast.from, keys) }
 }
 
 /** renamingRowsDecoder's decoder as a synchronous function (row schemas have no effects of their own). */
@@ -101,7 +102,8 @@ const plainRowsDecoderEither = <A, I>(row: Schema.Schema<A, I, never>): ((u: unk
 
 /** Decodes a statement's rows (one whose SQL is built at run time, so SqlSchema's Request has nothing to say). */
 export const decodeRows = <A, I, R>(row: Schema.Schema<A, I, R>) => {
-  const decode = rowsDecoder(row)
+  // (an Either is an Effect)
+  const decode = rowsDecoder(row as Schema.Schema<A, I, never>)
   return <E, R2>(rows: Effect.Effect<ReadonlyArray<unknown>, E, R2>): Effect.Effect<ReadonlyArray<A>, E, R | R2> =>
     orDieOnMismatch(Effect.flatMap(rows, decode))
 }
@@ -118,8 +120,7 @@ export const decodeRowSync = <A, I>(row: Schema.Schema<A, I, never>): ((u: unkno
 
 /** decodeRowSync for an array of rows (SqliteNow's reads and writes). */
 export const decodeRowsSync = <A, I>(row: Schema.Schema<A, I, never>): ((u: ReadonlyArray<unknown>) => ReadonlyArray<A>) => {
-  rowSchemas.add(row)
-  const decode = renamingRowsDecoderEither(row) ?? plainRowsDecoderEither(row)
+  const decode = rowsDecoder(row)
   return (u) => {
     const rows = decode(u)
     if (Either.isLeft(rows)) throw rows.left

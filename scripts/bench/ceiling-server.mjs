@@ -6,7 +6,8 @@
 // cache), a per-second counter per key (its rate limiter), a JSON answer of the same
 // fields and headers. Per group of the requests waiting (at most 64, like attestd's
 // group commit: one at a time on SQLite, two at once on Postgres): one SELECT of the
-// group's digests, a P-256 signature per new digest (low-S; its nonce made ahead of
+// group's digests (not on Postgres, where attestd writes a group of digests it has not
+// attested lately before reading: below), a P-256 signature per new digest (low-S; its nonce made ahead of
 // time on a worker thread, as attestd's; node:crypto's sign with CEILING_SIGN=node),
 // then BEGIN, one multi-row INSERT of the attestations, one of the claims, COMMIT:
 // the statements attestd runs, on the service's own schema (made by `attestd keys
@@ -33,10 +34,14 @@ const url = process.env.DATABASE_URL ?? ""
 const isPg = url.startsWith("postgres")
 /**
  * On Postgres a group's new digests and their claims in one statement (commitCte, below), as
- * attestd writes them since 2026-11-24; CEILING_PG_WRITE=transaction for BEGIN, two inserts and
- * COMMIT (writeGroup), as it wrote them before.
+ * attestd writes them since 2026-11-24, and since that evening with no SELECT before it (attestd
+ * reads first only when the group holds a digest it attested lately: RecentDigests; here every
+ * digest is new). CEILING_PG_WRITE=read-first for the SELECT, then the statement;
+ * CEILING_PG_WRITE=transaction for the SELECT, BEGIN, two inserts and COMMIT (writeGroup).
  */
-const ONE_STATEMENT = process.env.CEILING_PG_WRITE !== "transaction"
+const PG_WRITE = process.env.CEILING_PG_WRITE ?? "one-statement"
+const ONE_STATEMENT = PG_WRITE !== "transaction"
+const READ_FIRST = !isPg || PG_WRITE !== "one-statement"
 const MAX_BATCH = 64
 const HASH = /^[0-9a-f]{64}$/
 
@@ -220,7 +225,7 @@ const schedule = () => {
 
 const commit = async (run, group) => {
   const hashes = [...new Set(group.map((r) => r.hash))].sort()
-  const found = await run(
+  const found = !READ_FIRST ? [] : await run(
     isPg
       ? "SELECT seq, id, hash_hex FROM attestations WHERE hash_hex = ANY($1)"
       : `SELECT seq, id, hash_hex FROM attestations WHERE hash_hex IN (${hashes.map(() => "?").join(",")})`,

@@ -19,6 +19,7 @@ import { Signer } from "../Platform/Signer.js"
 import { SqliteNow } from "../Platform/SqliteClient.js"
 import { done, type Program, runEffect, runNow, type Step } from "../Platform/Steps.js"
 import type { Attestation, Claim } from "./Domain.js"
+import { makeRecentDigests } from "./RecentDigests.js"
 import {
   AttestationRepo,
   type InsertedWithClaims,
@@ -64,16 +65,20 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
     // The clock of the runtime the group's fibers run on (GroupCommit), read synchronously on both paths.
     const clock = yield* Effect.clock
+    const recent = makeRecentDigests()
 
     /**
      * One group: read what exists, and write only what does not. Re-attesting what
      * the keys already hold (the attestations exist, the claims are live) is answered
      * from the two reads, with no transaction. New digests alone are written, on
-     * Postgres, with their claims in one statement (two round trips in all, against
-     * five for a read, BEGIN, two inserts and COMMIT); anything else in a transaction.
-     * The reads need no transaction: an attestation's answered fields never change,
-     * and whatever another writer adds between the reads and the inserts, the inserts
-     * skip (ON CONFLICT DO NOTHING) and read back.
+     * Postgres, with their claims in one statement; anything else in a transaction.
+     * On Postgres a group of digests this instance has not attested lately (most
+     * likely new) is written first and read after, for what the statement skipped:
+     * one round trip for a group of new digests, against two read first and five for
+     * a read, BEGIN, two inserts and COMMIT. The reads need no transaction: an
+     * attestation's answered fields never change, and whatever another writer adds
+     * between the reads and the inserts, the inserts skip (ON CONFLICT DO NOTHING)
+     * and read back.
      *
      * Written once over `store` (Steps.ts): it runs on SQLite now, in the turn of the
      * event loop that flushes the group; on Postgres with callbacks on a pool client;
@@ -83,7 +88,6 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
       const allHashes = [...new Set(inputs.flatMap((i) => i.hashes))].sort()
       const byHash = new Map<string, Attestation>()
-      for (const a of yield* store.findByHashes(allHashes)) byHash.set(a.hashHex, a)
 
       const claimsByKey = new Map<string, Map<number, Claim>>()
       const claimOf = (keyId: string) => {
@@ -158,6 +162,18 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         return out
       }
 
+      // Digests none of which this instance attested lately are most likely new: where new
+      // digests are written with their claims in one statement (Postgres), that statement goes
+      // first, one round trip for the whole group, and what it skipped (digests that existed)
+      // is read after it. Any other group is read first (RecentDigests).
+      if (store.insertWithClaims !== undefined && !allHashes.some(recent.has)) {
+        const made = yield* store.insertWithClaims(newRows(allHashes), claimsToMake(() => true))
+        inserted(made.attestations)
+        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+      }
+      const unread = allHashes.filter((h) => !byHash.has(h))
+      if (unread.length > 0) for (const a of yield* store.findByHashes(unread)) byHash.set(a.hashHex, a)
+
       // the claims the keys already hold on the attestations that exist
       const existing = (hash: string) => byHash.get(hash)?.seq
       yield* readClaims(seqsByKey(existing))
@@ -196,6 +212,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         })
       }
 
+      for (const hash of allHashes) recent.remember(hash)
       const announced = new Set<string>()
       return inputs.map((input) =>
         input.hashes.map((hash): Attested => {

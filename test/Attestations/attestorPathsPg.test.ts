@@ -2,7 +2,8 @@
  * The attests' group on Postgres runs with callbacks on one client of the pool
  * (PgDirect), and in a fiber through @effect/sql when that fails. New digests
  * are written with their claims in one statement (its own transaction), other
- * writes in a transaction. Both are the
+ * writes in a transaction; a group of digests the instance has not attested
+ * lately goes to that statement before any read (RecentDigests). Both are the
  * same program (Attestor, Steps.ts): these tests tell the paths apart by what
  * they leave behind. So do the verifies' group reads (AttestationRepo). PgDirect notes the statements it runs, BEGIN and COMMIT
  * included (PgStatementObserver), and opens no span; the fiber's statements
@@ -75,14 +76,14 @@ describe.skipIf(!available)("on Postgres", () => {
   })
 
   describe("the attests' group", () => {
-    it("new digests: its read, then the attestations and their claims in one statement, with callbacks and no span", async () => {
+    it("new digests: the attestations and their claims in one statement, before any read, with callbacks and no span", async () => {
       const other = await makeKey()
       const hashes = [randomHash(), randomHash(), randomHash()]
       ran.length = 0
       spans.length = 0
       // two keys in one group, both on the first digest
       const [results, theirs] = await rt.runPromise(Effect.all([attest(hashes), attest([hashes[0]!], other)], { concurrency: "unbounded" }))
-      expect(firstWords(ran)).toEqual(["SELECT * FROM", "WITH a AS"])
+      expect(firstWords(ran)).toEqual(["WITH a AS"])
       expect(spans).toEqual([])
       expect(results.map((r) => r.created)).toEqual([true, true, true])
       expect(theirs.map((r) => [r.created, r.attestation, r.claim.apiKeyId])).toEqual([[false, results[0]!.attestation, other.id]])
@@ -100,7 +101,7 @@ describe.skipIf(!available)("on Postgres", () => {
         return [...ran]
       }
       const one = await textsOf(1)
-      expect(firstWords(one)).toEqual(["SELECT * FROM", "WITH a AS"])
+      expect(firstWords(one)).toEqual(["WITH a AS"])
       expect(await textsOf(3)).toEqual(one)
       expect(await textsOf(40)).toEqual(one)
     })
@@ -118,9 +119,64 @@ describe.skipIf(!available)("on Postgres", () => {
       await expectAnsweredAsStored(rt, other.id, hashes, results)
     })
 
+    describe("digests another instance attested (this one has not seen them): the statement skips them, then they are read", () => {
+      /** `hashes` attested through a second instance on the same database, by `as`. */
+      const attestElsewhere = async (hashes: ReadonlyArray<string>, as: ApiKey) => {
+        const elsewhere = makeRuntime()
+        try {
+          return await elsewhere.runPromise(attest(hashes, as))
+        } finally {
+          await elsewhere.dispose()
+        }
+      }
+
+      it("by another key: this key's claims in a transaction", async () => {
+        const hashes = [randomHash(), randomHash()]
+        const theirs = await attestElsewhere(hashes, await makeKey())
+        ran.length = 0
+        spans.length = 0
+        const results = await rt.runPromise(attest(hashes))
+        expect(firstWords(ran)).toEqual(["WITH a AS", "SELECT * FROM", "SELECT * FROM", "BEGIN", "INSERT INTO claims", "COMMIT"])
+        expect(spans).toEqual([])
+        expect(results.map((r) => [r.created, r.attestation])).toEqual(theirs.map((r) => [false, r.attestation]))
+        await expectAnsweredAsStored(rt, key.id, hashes, results)
+        // now remembered: read first
+        await expectAgainFromReads({ again: () => rt.runPromise(attest(hashes)), results, ran, spans })
+      })
+
+      it("by this key: its claims as they are, nothing written", async () => {
+        const hashes = [randomHash(), randomHash()]
+        const theirs = await attestElsewhere(hashes, key)
+        ran.length = 0
+        spans.length = 0
+        const results = await rt.runPromise(attest(hashes))
+        expect(firstWords(ran)).toEqual(["WITH a AS", "SELECT * FROM", "SELECT * FROM"])
+        expect(spans).toEqual([])
+        expect(results.map((r) => [r.created, r.attestation, r.claim])).toEqual(theirs.map((r) => [false, r.attestation, r.claim]))
+      })
+
+      it("beside new digests: the new ones written with their claims in the statement, the others' claims in a transaction", async () => {
+        const old = randomHash()
+        const [theirs] = await attestElsewhere([old], await makeKey())
+        const fresh = [randomHash(), randomHash()]
+        const hashes = [old, ...fresh]
+        ran.length = 0
+        spans.length = 0
+        const results = await rt.runPromise(attest(hashes))
+        expect(firstWords(ran)).toEqual(["WITH a AS", "SELECT * FROM", "SELECT * FROM", "BEGIN", "INSERT INTO claims", "COMMIT"])
+        expect(results.map((r) => r.created)).toEqual([false, true, true])
+        expect(results[0]!.attestation).toEqual(theirs!.attestation)
+        await expectAnsweredAsStored(rt, key.id, hashes, results)
+        // one attestation per digest, one live claim of this key on each
+        const repo = await rt.runPromise(AttestationRepo)
+        expect((await rt.runPromise(repo.findByHashes(hashes))).length).toBe(3)
+        expect((await rt.runPromise(repo.liveClaims(key.id, results.map((r) => r.attestation.seq)))).length).toBe(3)
+      })
+    })
+
     // with callbacks up to the failing statement (noted, not sent), then the fiber's statements, in spans
     const failures = [
-      { failing: "WITH a AS", existing: false, upTo: ["SELECT * FROM", "WITH a AS"], fiber: ["SELECT * FROM", "WITH a AS"] },
+      { failing: "WITH a AS", existing: false, upTo: ["WITH a AS"], fiber: ["WITH a AS"] },
       ...["INSERT INTO claims", "COMMIT"].map((failing) => ({
         failing,
         existing: true,
@@ -162,7 +218,7 @@ describe.skipIf(!available)("on Postgres", () => {
           ran.length = 0
           spans.length = 0
           await rt.runPromise(attest([randomHash()]))
-          expect(firstWords(ran)).toEqual(["SELECT * FROM", "WITH a AS"])
+          expect(firstWords(ran)).toEqual(["WITH a AS"])
           expect(spans).toEqual([])
         } finally {
           failOn = undefined

@@ -137,12 +137,13 @@ for (const dialect of await dialects()) {
         try {
           const [{ key }, { key: other }] = await rt.runPromise(Effect.all([newKey(), newKey()]))
           const hashes = [randomHash(), randomHash()]
-          const first = await rt.runPromise(Effect.flatMap(Attestor, (a) =>
+          // attested through the instance that re-attests them, which then reads them first (on
+          // Postgres, digests an instance has not attested lately are written first: RecentDigests)
+          const first = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "s", extraData: null, clientEncrypted: false })))
           const batch = (k: ApiKey) =>
             traced.runPromise(Effect.flatMap(Attestor, (a) => a.attest({ key: k, hashes, source: "t", extraData: null, clientEncrypted: false })))
-          const writes = () => texts.filter((t) => /^\s*(INSERT|UPDATE|DELETE|BEGIN|COMMIT|SAVEPOINT)/i.test(t))
-          await traced.runtime() // built before counting (the signer registers its key)
+          const writes = () => texts.filter((t) => /^\s*(INSERT|UPDATE|DELETE|BEGIN|COMMIT|SAVEPOINT|WITH)/i.test(t))
 
           texts.length = 0
           const again = await batch(key)
@@ -168,7 +169,7 @@ for (const dialect of await dialects()) {
         }
       })
 
-      it("writes new attestations with one read and their inserts (on Postgres one statement), and answers them as stored", async () => {
+      it("writes new attestations with one read and their inserts (on Postgres one statement, no read), and answers them as stored", async () => {
         const { traced, texts } = notingRuntime(db)
         try {
           const { key } = await rt.runPromise(newKey())
@@ -179,11 +180,12 @@ for (const dialect of await dialects()) {
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
           // SQLite: the read, then a transaction of single-row inserts (the group runs now); Postgres: the
-          // read, then the attestations and their claims in one statement, its own transaction (Attestor)
+          // attestations and their claims in one statement, its own transaction, no read: the instance has
+          // not attested these digests lately (Attestor, RecentDigests)
           expect(texts.map((t) => t.trim().split(/\s+/).slice(0, db.dialect === "sqlite" ? 1 : 3).join(" "))).toEqual(
             db.dialect === "sqlite"
               ? ["SELECT", "BEGIN", ...Array(6).fill("INSERT"), "COMMIT"]
-              : ["SELECT * FROM", "WITH a AS"]
+              : ["WITH a AS"]
           )
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))

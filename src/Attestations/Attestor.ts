@@ -22,6 +22,7 @@ import type { Attestation, Claim } from "./Domain.js"
 import { makeRecentDigests } from "./RecentDigests.js"
 import {
   AttestationRepo,
+  claimRowOn,
   type InsertedWithClaims,
   newEtag,
   type NewAttestationRow,
@@ -201,10 +202,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
             for (const a of yield* store.findByHashes(lost)) byHash.set(a.hashHex, a)
           }
 
-          const claimRows: Array<NewClaimRow> = claimsToMake(() => true).map(({ hash_hex, ...claim }) => ({
-            attestation_seq: byHash.get(hash_hex)!.seq,
-            ...claim
-          }))
+          const claimRows: Array<NewClaimRow> = claimsToMake(() => true).map((claim) => claimRowOn(claim, byHash.get(claim.hash_hex)!.seq))
           claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
           for (const c of yield* store.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
           // Claims another writer made live first are not returned by the insert: read those.

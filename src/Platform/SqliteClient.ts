@@ -24,6 +24,11 @@ import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 export interface RunNow {
   /** The rows of a statement built with the SqlClient's `sql` template: compiled by its compiler, run here. */
   readonly statementRows: (statement: Statement.Statement<unknown>) => ReadonlyArray<Record<string, unknown>>
+  /**
+   * A statement that returns no rows, run here: how many rows it changed, and the rowid of the
+   * last row an INSERT on this connection added (stale when it changed none).
+   */
+  readonly statementRun: (statement: Statement.Statement<unknown>) => { readonly changes: number; readonly lastInsertRowid: number }
   /** `body` in a transaction begun and committed now; a throw rolls it back and is rethrown. */
   readonly transaction: <A>(body: () => A) => A
 }
@@ -140,6 +145,11 @@ const make = (filename: string) =>
         const [source, params] = statement.compile()
         // numbers, as the fiber path reads without SafeIntegers (a fiber may have set it on this cached statement)
         return runRows(prepare(source).safeIntegers(false), params, false)
+      },
+      statementRun: (statement) => {
+        const [source, params] = statement.compile()
+        const info = prepare(source).safeIntegers(false).run(...params)
+        return { changes: info.changes, lastInsertRowid: Number(info.lastInsertRowid) }
       },
       transaction: (body) => {
         prepare("BEGIN").run()

@@ -18,7 +18,7 @@ import { AppConfig } from "../../src/Platform/Config.js"
 import { SqliteNow, SqliteStatementObserver } from "../../src/Platform/SqliteClient.js"
 import { UNDECIDED } from "../../src/Domain/Undecided.js"
 import { newAttestationId } from "../../src/Domain/AttestationId.js"
-import type { Attestation } from "../../src/Attestations/Domain.js"
+import type { Attestation, Claim } from "../../src/Attestations/Domain.js"
 import { createDatabase, type TestDatabase } from "../helpers/databases.js"
 import { expectAgainFromReads, expectAnsweredAsStored, firstWords } from "../helpers/attestorPaths.js"
 import { queryTextTracer } from "../helpers/statementNotes.js"
@@ -42,14 +42,17 @@ let key: ApiKey
 const attest = (hashes: ReadonlyArray<string>) =>
   Effect.flatMap(Attestor, (a) => a.attest({ key, hashes, source: "paths", extraData: { n: 1 }, clientEncrypted: false }))
 
-beforeAll(async () => {
-  db = await createDatabase("sqlite")
-  rt = makeRuntime()
-  key = await rt.runPromise(Effect.gen(function*() {
+const makeKey = () =>
+  rt.runPromise(Effect.gen(function*() {
     const repo = yield* ApiKeyRepo
     const created = yield* repo.create({ label: "paths", scopes: null, orgId: null, env: null, allowIps: null, rateLimit: null, monthlyQuota: null })
     return (yield* repo.findByHash(hashSecret(created.secret)))!
   }))
+
+beforeAll(async () => {
+  db = await createDatabase("sqlite")
+  rt = makeRuntime()
+  key = await makeKey()
   await rt.runPromise(attest([randomHash()])) // the signer registered its key, the statements are prepared
 })
 afterAll(async () => {
@@ -89,6 +92,27 @@ describe("the attests' group on SQLite", () => {
     const stored = await rt.runPromise(repo.findByHashes([taken, fresh]))
     expect(stored.find((a) => a.hashHex === taken)!.id).not.toBe(rows[0]!.id)
     expect(stored.find((a) => a.hashHex === fresh)).toEqual((inserted as ReadonlyArray<Attestation>)[0])
+  })
+
+  it("run now, a claims insert skips a claim the key holds and returns only what it inserted, with the ids SQLite gave", async () => {
+    const [held, fresh] = await rt.runPromise(attest([randomHash(), randomHash()]))
+    const other = await makeKey()
+    const [repo, now] = await rt.runPromise(Effect.all([AttestationRepo, SqliteNow]))
+    const claim = (seq: number, apiKeyId: string) => ({
+      attestation_seq: seq, api_key_id: apiKeyId, org_id: null, source: "now", extra_data: JSON.stringify({ n: 2 }), client_encrypted: true,
+      etag: "e".repeat(24), created_at: "2026-01-01T00:00:00.000Z", updated_at: "2026-01-01T00:00:00.000Z"
+    })
+    // the key holds a live claim on `held` already; `other` holds none on either
+    const rows = [claim(held!.attestation.seq, key.id), claim(held!.attestation.seq, other.id), claim(fresh!.attestation.seq, other.id)]
+    const inserted = now!.runNow((run) => run.transaction(() => repo.groupStatementsNow(run).insertClaimsIfAbsent(rows)))
+    expect(inserted).not.toBe(UNDECIDED)
+    const made = inserted as ReadonlyArray<Claim>
+    expect(made.map((c) => [c.attestationSeq, c.apiKeyId])).toEqual([[held!.attestation.seq, other.id], [fresh!.attestation.seq, other.id]])
+    expect(new Set(made.map((c) => c.id)).size).toBe(2)
+    // as stored, field for field; the key's own claim untouched
+    const stored = await rt.runPromise(repo.liveClaims(other.id, [held!.attestation.seq, fresh!.attestation.seq]))
+    expect(new Map(stored.map((c) => [c.id, c]))).toEqual(new Map(made.map((c) => [c.id, c])))
+    expect(await rt.runPromise(repo.liveClaims(key.id, [held!.attestation.seq]))).toEqual([held!.claim])
   })
 
   it("waits in a fiber while a fiber's transaction holds the connection, and runs after its COMMIT", async () => {

@@ -210,7 +210,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         })
       }
 
-      for (const hash of allHashes) recent.remember(hash)
+      if (store.insertWithClaims !== undefined) for (const hash of allHashes) recent.remember(hash)
       const announced = new Set<string>()
       return inputs.map((input) =>
         input.hashes.map((hash): Attested => {

@@ -83,21 +83,25 @@ export type NewClaimRow = {
 export type NewClaimByHash = Omit<NewClaimRow, "attestation_seq"> & { readonly hash_hex: string }
 
 /**
- * The row of `claim` on the attestation `seq`, built field by field: a rest pattern and a
- * spread (`{ hash_hex, ...claim }`, `{ ...claim, attestation_seq }`) take V8's slow path
- * for each claim of each group (README, Performance).
+ * The columns of `claim` on the attestation `seq`, its flag written as `encrypted`, built
+ * field by field: a rest pattern and a spread (`{ hash_hex, ...claim }`, `{ ...claim,
+ * attestation_seq }`) take V8's slow path for each claim of each group (README, Performance).
  */
-export const claimRowOn = (claim: Omit<NewClaimRow, "attestation_seq">, seq: number): NewClaimRow => ({
+const claimColumns = <B>(claim: Omit<NewClaimRow, "attestation_seq">, seq: number, encrypted: B) => ({
   attestation_seq: seq,
   api_key_id: claim.api_key_id,
   org_id: claim.org_id,
   source: claim.source,
   extra_data: claim.extra_data,
-  client_encrypted: claim.client_encrypted,
+  client_encrypted: encrypted,
   etag: claim.etag,
   created_at: claim.created_at,
   updated_at: claim.updated_at
 })
+
+/** The row of `claim` on the attestation `seq` (claimColumns). */
+export const claimRowOn = (claim: Omit<NewClaimRow, "attestation_seq">, seq: number): NewClaimRow =>
+  claimColumns(claim, seq, claim.client_encrypted)
 
 /** What insertWithClaims wrote: the attestations it inserted and their claims it made. */
 export interface InsertedWithClaims {
@@ -205,18 +209,8 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
-    /** A claim's row with its boolean as SQLite stores one (0 or 1), field by field (claimRowOn). */
-    const sqliteClaimRow = (r: NewClaimRow) => ({
-      attestation_seq: r.attestation_seq,
-      api_key_id: r.api_key_id,
-      org_id: r.org_id,
-      source: r.source,
-      extra_data: r.extra_data,
-      client_encrypted: r.client_encrypted ? 1 : 0,
-      etag: r.etag,
-      created_at: r.created_at,
-      updated_at: r.updated_at
-    })
+    /** A claim's row with its flag as SQLite stores a boolean (0 or 1). */
+    const sqliteClaimRow = (r: NewClaimRow) => claimColumns(r, r.attestation_seq, r.client_encrypted ? 1 : 0)
 
     /**
      * `column` among `values`: on Postgres `= ANY` of one array parameter, so the statement's

@@ -163,15 +163,23 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         return out
       }
 
+      /** New attestations of `hashes` and their claims, in the one statement (its own transaction), kept as written. */
+      function* writeWithClaims(
+        insertWithClaims: NonNullable<GroupStore["insertWithClaims"]>,
+        hashes: ReadonlyArray<string>
+      ): Program<void> {
+        const wanted = new Set(hashes)
+        const made = yield* insertWithClaims(newRows(hashes), claimsToMake((h) => wanted.has(h)))
+        inserted(made.attestations)
+        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+      }
+      const { insertWithClaims } = store
+
       // Digests none of which this instance attested lately are most likely new: where new
       // digests are written with their claims in one statement (Postgres), that statement goes
       // first, one round trip for the whole group, and what it skipped (digests that existed)
       // is read after it. Any other group is read first (RecentDigests).
-      if (store.insertWithClaims !== undefined && !allHashes.some(recent.has)) {
-        const made = yield* store.insertWithClaims(newRows(allHashes), claimsToMake(() => true))
-        inserted(made.attestations)
-        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
-      }
+      if (insertWithClaims !== undefined && !allHashes.some(recent.has)) yield* writeWithClaims(insertWithClaims, allHashes)
       const unread = allHashes.filter((h) => !byHash.has(h))
       if (unread.length > 0) for (const a of yield* store.findByHashes(unread)) byHash.set(a.hashHex, a)
 
@@ -184,11 +192,8 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       // statement (Postgres): that statement is its own transaction, one round trip for
       // what BEGIN, two inserts and COMMIT take otherwise. What it leaves (a digest
       // another writer inserted first) goes the general way below.
-      if (store.insertWithClaims !== undefined && missing.length > 0 && seqsByKey(existing).size === 0) {
-        const missingSet = new Set(missing)
-        const made = yield* store.insertWithClaims(newRows(missing), claimsToMake((h) => missingSet.has(h)))
-        inserted(made.attestations)
-        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+      if (insertWithClaims !== undefined && missing.length > 0 && seqsByKey(existing).size === 0) {
+        yield* writeWithClaims(insertWithClaims, missing)
       }
 
       // a hash to insert, or an attestation some key asked for and holds no live claim on
@@ -210,7 +215,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         })
       }
 
-      if (store.insertWithClaims !== undefined) for (const hash of allHashes) recent.remember(hash)
+      if (insertWithClaims !== undefined) for (const hash of allHashes) recent.remember(hash)
       const announced = new Set<string>()
       return inputs.map((input) =>
         input.hashes.map((hash): Attested => {

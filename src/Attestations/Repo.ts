@@ -40,6 +40,7 @@ const claimRowsSync = decodeRowsSync(ClaimRow)
 const AttestationKeys = AttestationRow.pipe(Schema.pick("seq", "id", "hashHex"))
 const insertedAttestationKeys = decodeRows(AttestationKeys)
 const insertedAttestationKeysSync = decodeRowsSync(AttestationKeys)
+const insertedAttestationKeySync = decodeRowSync(AttestationKeys)
 const ClaimKeys = ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId"))
 const insertedClaimKeys = decodeRows(ClaimKeys)
 const insertedClaimKeysSync = decodeRowsSync(ClaimKeys)
@@ -378,7 +379,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
 
     /** Inserts claims a key does not hold yet and returns the inserted ones (keys returned, as above). */
     const insertClaimsInto = (part: ReadonlyArray<NewClaimRow>) =>
-      sql`INSERT INTO claims ${sql.insert(isPg ? part : part.map((r) => sqliteClaimRow(r)))}
+      sql`INSERT INTO claims ${sql.insert(isPg ? part : part.map(sqliteClaimRow))}
         ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING`
     const insertClaimsStatement = (part: ReadonlyArray<NewClaimRow>) => sql`${insertClaimsInto(part)} RETURNING id, attestation_seq, api_key_id`
     const insertedClaims = (part: ReadonlyArray<NewClaimRow>, keys: ReadonlyArray<Pick<Claim, "id" | "attestationSeq" | "apiKeyId">>) => {
@@ -461,7 +462,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       insertIfAbsent: (rows) =>
         rows.flatMap((row) => {
           const { changes, lastInsertRowid } = run.statementRun(insertInto([row]))
-          return changes === 0 ? [] : inserted([row], insertedAttestationKeysSync([{ seq: lastInsertRowid, id: row.id, hash_hex: row.hash_hex }]))
+          return changes === 0 ? [] : [insertedAttestation(row, insertedAttestationKeySync({ seq: lastInsertRowid, id: row.id, hash_hex: row.hash_hex }))]
         }),
       insertClaimsIfAbsent: (rows) =>
         rows.flatMap((row) => {

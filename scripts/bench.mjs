@@ -41,7 +41,8 @@
 //   BENCH_ONLY=allocations  bytes allocated per request by allocating function, inside a running server on
 //                      SQLite (scripts/bench/allocations.mjs: V8's sampling heap profiler, collected objects
 //                      counted). BENCH_ALLOCATIONS_SCENARIOS (verify,attest-new), BENCH_ALLOCATIONS_REQUESTS
-//                      (20000 warm-up, then as many sampled); opt-in, under a minute
+//                      (20000 warm-up, then as many sampled); opt-in, under a minute. BENCH_ALLOCATIONS_SURVIVORS=1
+//                      counts only what survived a scavenge (what the young generation copies and promotes)
 //   BENCH_ONLY=sqlite-worker  what a worker thread owning the SQLite connection would spare the event loop
 //                      (scripts/bench/sqlite-worker.mjs): a group-committed batch of attestation inserts on the
 //                      loop against the same batch in a worker; BENCH_SQLITE_WORKER_BATCHES (300),

@@ -2,6 +2,8 @@
 // V8's sampling heap profiler through an in-process inspector session, keeping the
 // samples of objects the GC has since collected (a per-request allocation is
 // collected within microseconds, and a profile of live objects would not show it).
+// BENCH_ALLOCATIONS_SURVIVORS=1 drops the samples of objects a scavenge collected, keeping
+// what survived one: what the young generation copies and then promotes to the old.
 // SIGUSR1 starts sampling; SIGUSR2 stops it and writes the bytes sampled per
 // allocating function to $BENCH_ALLOCATIONS_OUT as JSON.
 "use strict"
@@ -16,7 +18,7 @@ process.on("SIGUSR1", () => {
   session.post("HeapProfiler.startSampling", {
     samplingInterval: 256,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true
+    includeObjectsCollectedByMinorGC: process.env.BENCH_ALLOCATIONS_SURVIVORS !== "1"
   })
 })
 

@@ -40,18 +40,59 @@ const ACCEPT_GRACE_MS = 1_000
 const turn = () => new Promise<void>((r) => setImmediate(r))
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
+/**
+ * The responses in flight: an array whose entries know their index, so a response
+ * leaves by moving the last entry into its slot. Not a Set: under load a Set that
+ * gains and loses an entry per request is rehashed again and again, and each table it
+ * leaves behind links to the next, so responses answered long ago stayed reachable
+ * from the old generation's garbage. Every request answered in a later turn (an
+ * attest, a verify on Postgres) then had its HTTP objects promoted, and each scavenge
+ * copied ~3 MB instead of ~0.2 (README, Performance: "Responses kept by a Set").
+ */
+export interface InFlight<A> {
+  /** Adds `item`; the function returned removes it (once: later calls do nothing). */
+  readonly add: (item: A) => () => void
+  readonly size: () => number
+  readonly items: () => ReadonlyArray<A>
+}
+
+export const makeInFlight = <A>(): InFlight<A> => {
+  interface Entry {
+    readonly item: A
+    index: number
+  }
+  const entries: Array<Entry> = []
+  return {
+    add: (item) => {
+      const entry: Entry = { item, index: entries.length }
+      entries.push(entry)
+      return () => {
+        if (entry.index < 0) return
+        const last = entries.pop()!
+        if (last !== entry) {
+          entries[entry.index] = last
+          last.index = entry.index
+        }
+        entry.index = -1
+      }
+    },
+    size: () => entries.length,
+    items: () => entries.map((e) => e.item)
+  }
+}
+
 export const makeDrainer = (): Drainer => {
-  const inFlight = new Set<ServerResponse>()
+  const inFlight = makeInFlight<ServerResponse>()
   let draining = false
   let requests = 0
   const drainer: Drainer = {
     server: undefined,
     track: (_req, res) => {
-      inFlight.add(res)
+      const leave = inFlight.add(res)
       requests++
       if (draining) res.shouldKeepAlive = false
       // 'close' follows 'finish' on every response, and comes alone when the connection went first
-      res.on("close", () => inFlight.delete(res))
+      res.on("close", leave)
     },
     drain: async (timeoutMs) => {
       const server = drainer.server
@@ -62,11 +103,11 @@ export const makeDrainer = (): Drainer => {
       // event loop (a process starved of CPU can see 250 ms pass in one turn, before it has
       // polled its sockets). Each request seen restarts it.
       const quiet = async (until: number) => {
-        let quietSince = inFlight.size === 0 ? Date.now() : undefined
+        let quietSince = inFlight.size() === 0 ? Date.now() : undefined
         let quietTurns = 0
         let seen = requests
         while (Date.now() < until) {
-          if (inFlight.size > 0 || requests !== seen) {
+          if (inFlight.size() > 0 || requests !== seen) {
             quietSince = undefined
             quietTurns = 0
           } else if (quietSince === undefined) quietSince = Date.now()
@@ -86,12 +127,12 @@ export const makeDrainer = (): Drainer => {
       //    listener closes at once; net.Server#close's callback would wait for every
       //    connection to end, an idle keep-alive one included (up to its keep-alive timeout).
       if (server.listening) NetServer.prototype.close.call(server)
-      for (const res of inFlight) if (!res.headersSent) res.shouldKeepAlive = false
+      for (const res of inFlight.items()) if (!res.headersSent) res.shouldKeepAlive = false
       // 3. Quiet again: a keep-alive client may have written its next request just before the
       //    signal, on a connection the server has not read yet; such a request is answered
       //    (with Connection: close) rather than reset.
       await quiet(deadline)
-      const drained = inFlight.size === 0
+      const drained = inFlight.size() === 0
       if (drained) server.closeIdleConnections()
       else server.closeAllConnections()
       return drained

@@ -51,25 +51,40 @@ export const makeMemoryLimiter = (options: { readonly maxKeys?: number } = {}) =
   // Map order is recency order: a hit moves its key to the end.
   const state = new Map<string, Window>()
   let hits = 0
+  /**
+   * The key set last, so already at the recency end: a hit on it moves nothing. Moving a
+   * key is a delete and a set, and a Map that loses and gains an entry on every request
+   * is rehashed every few requests into a new table (what survived a scavenge per attest,
+   * BENCH_ALLOCATIONS_SURVIVORS=1: ~150 bytes).
+   */
+  let newest: string | undefined
+  const forget = (k: string) => {
+    state.delete(k)
+    if (k === newest) newest = undefined
+  }
   const lastSecond = (w: Window) => w.buckets.length === 0 ? -Infinity : w.buckets[w.buckets.length - 2]!
   /** Drops expired windows from the least recently used end, up to the first key used in the last minute. */
   const sweep = (nowSecond: number) => {
     for (const [k, w] of state) {
       const last = lastSecond(w)
-      if (last <= nowSecond - w.window) state.delete(k)
+      if (last <= nowSecond - w.window) forget(k)
       else if (last > nowSecond - WINDOW_SECONDS) break
     }
   }
   const hitAt = (key: string, limit: number, second: number, windowSeconds: number, cost: number): Verdict => {
     if (++hits % 1_000 === 0) sweep(second)
     let w = state.get(key)
-    if (w) state.delete(key)
-    else {
+    if (w === undefined) {
       if (state.size >= maxKeys) sweep(second)
-      while (state.size >= maxKeys) state.delete(state.keys().next().value!)
+      while (state.size >= maxKeys) forget(state.keys().next().value!)
       w = { window: windowSeconds, buckets: [] }
+      state.set(key, w)
+      newest = key
+    } else if (key !== newest) {
+      state.delete(key)
+      state.set(key, w)
+      newest = key
     }
-    state.set(key, w)
     if (windowSeconds > w.window) w.window = windowSeconds
     const b = w.buckets
     let drop = 0
@@ -188,14 +203,21 @@ const keyedBucketRows = decodeRows(Schema.Struct({ ...BucketRow.fields, bucketKe
 export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
   Effect.gen(function*() {
     const views = new Map<string, KeyView>()
+    /** The key set last, already at the recency end: a hit on it moves nothing (as makeMemoryLimiter's). */
+    let newest: string | undefined
     let calls = 0
 
     const viewOf = (key: string, window: number, at: number) => {
       let v = views.get(key)
       if (v === undefined) {
-        if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.keys().next().value!)
+        if (views.size >= MEMORY_LIMITER_MAX_KEYS) {
+          const oldest = views.keys().next().value!
+          views.delete(oldest)
+          if (oldest === newest) newest = undefined
+        }
         v = makeView(window, at)
         views.set(key, v)
+        newest = key
       }
       v.window = Math.max(v.window, window)
       return v
@@ -311,8 +333,11 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       if (!admitted) return verdictFrom(limit, second, count, false, windowSeconds)
       v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
       v.allowance -= cost
-      views.delete(key)
-      views.set(key, v) // recency order, for the cap
+      if (key !== newest) {
+        views.delete(key)
+        views.set(key, v) // recency order, for the cap
+        newest = key
+      }
       countInto(count, second, cost, second, windowSeconds)
       return verdictFrom(limit, second, count, true, windowSeconds)
     }

@@ -69,17 +69,32 @@ const make = (filename: string) =>
     )
     db.pragma("journal_mode = WAL")
 
-    // Least recently used first: a Map keeps insertion order, and a hit moves its entry last.
-    const prepared = new Map<string, Database.Statement>()
+    // The least recently used goes when the cache is full: each entry keeps the tick of its
+    // last use, so a hit writes a number rather than moving the entry to the end of the Map
+    // (a delete and a set per statement had the Map rehashed every few statements, and each
+    // new table survived a scavenge; README, Performance: "Responses kept by a Set").
+    // Eviction, only past PREPARED_CAPACITY distinct statements, scans for the oldest.
+    const prepared = new Map<string, { readonly statement: Database.Statement; used: number }>()
+    let tick = 0
     const prepare = (source: string): Database.Statement => {
-      let statement = prepared.get(source)
-      if (statement !== undefined) {
-        prepared.delete(source)
-      } else {
-        statement = db.prepare(source)
-        if (prepared.size >= PREPARED_CAPACITY) prepared.delete(prepared.keys().next().value!)
+      const hit = prepared.get(source)
+      if (hit !== undefined) {
+        hit.used = ++tick
+        return hit.statement
       }
-      prepared.set(source, statement)
+      const statement = db.prepare(source)
+      if (prepared.size >= PREPARED_CAPACITY) {
+        let oldest: string | undefined
+        let oldestUse = Infinity
+        for (const [k, e] of prepared) {
+          if (e.used < oldestUse) {
+            oldestUse = e.used
+            oldest = k
+          }
+        }
+        prepared.delete(oldest!)
+      }
+      prepared.set(source, { statement, used: ++tick })
       return statement
     }
     const runRows = (statement: Database.Statement, params: ReadonlyArray<unknown>, raw: boolean): ReadonlyArray<any> => {

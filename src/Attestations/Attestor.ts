@@ -58,6 +58,61 @@ interface GroupStore {
   readonly transaction: <A>(body: () => Program<A>) => Step<A>
 }
 
+/** One group's state while its program runs, and the helpers over it (Attestor's `program`). */
+interface Group {
+  readonly store: GroupStore
+  readonly byHash: Map<string, Attestation>
+  readonly claimOf: (keyId: string) => Map<number, Claim>
+  /** Per key, the seqs (of the hashes `known` can place) whose claim the group does not hold yet: what liveClaims must read. */
+  readonly seqsByKey: (known: (hash: string) => number | undefined) => Map<string, Set<number>>
+  /** Rows for new attestations of `hashes`, signed now. */
+  readonly newRows: (hashes: ReadonlyArray<string>) => Array<NewAttestationRow>
+  readonly inserted: (attestations: ReadonlyArray<Attestation>) => void
+  /** Each key's claim to make, once, on each digest of `wanted` whose claim it does not hold: its digest and its fields. */
+  readonly claimsToMake: (wanted: (hash: string) => boolean) => Array<NewClaimByHash>
+}
+
+// The program's generator functions are written once, here, and take the group as an
+// argument: a generator function made per group (written inside `program`) keeps what it
+// closes over alive through every scavenge (Steps.stepOf; README, Performance:
+// "Generators made per call").
+
+/** The claims `wanted` names (per key, the seqs), read into the group. */
+function* readClaims(g: Group, wanted: ReadonlyMap<string, ReadonlySet<number>>): Program<void> {
+  for (const [keyId, seqs] of wanted) {
+    for (const c of yield* g.store.liveClaims(keyId, [...seqs])) g.claimOf(keyId).set(c.attestationSeq, c)
+  }
+}
+
+/** New attestations of `hashes` and their claims, in the one statement (its own transaction), kept as written. */
+function* writeWithClaims(
+  g: Group,
+  insertWithClaims: NonNullable<GroupStore["insertWithClaims"]>,
+  hashes: ReadonlyArray<string>
+): Program<void> {
+  const wanted = new Set(hashes)
+  const made = yield* insertWithClaims(g.newRows(hashes), g.claimsToMake((h) => wanted.has(h)))
+  g.inserted(made.attestations)
+  for (const c of made.claims) g.claimOf(c.apiKeyId).set(c.attestationSeq, c)
+}
+
+/** Inside the group's transaction: the attestations of `toInsert`, then every claim a key asked for and does not hold. */
+function* insertWithTheirClaims(g: Group, toInsert: ReadonlyArray<string>): Program<void> {
+  const { byHash, store } = g
+  if (toInsert.length > 0) {
+    g.inserted(yield* store.insertIfAbsent(g.newRows(toInsert)))
+    // Hashes another writer inserted first are not returned by the insert: read them.
+    const lost = toInsert.filter((h) => !byHash.has(h))
+    for (const a of yield* store.findByHashes(lost)) byHash.set(a.hashHex, a)
+  }
+
+  const claimRows: Array<NewClaimRow> = g.claimsToMake(() => true).map((claim) => claimRowOn(claim, byHash.get(claim.hash_hex)!.seq))
+  claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
+  for (const c of yield* store.insertClaimsIfAbsent(claimRows)) g.claimOf(c.apiKeyId).set(c.attestationSeq, c)
+  // Claims another writer made live first are not returned by the insert: read those.
+  yield* readClaims(g, g.seqsByKey((hash) => byHash.get(hash)!.seq))
+}
+
 export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor", {
   scoped: Effect.gen(function*() {
     const repo = yield* AttestationRepo
@@ -96,7 +151,6 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         if (!m) claimsByKey.set(keyId, m = new Map())
         return m
       }
-      /** Per key, the seqs (of the hashes `known` can place) whose claim the group does not hold yet: what liveClaims must read. */
       const seqsByKey = (known: (hash: string) => number | undefined) => {
         const out = new Map<string, Set<number>>()
         for (const input of inputs) {
@@ -110,13 +164,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         }
         return out
       }
-      function* readClaims(wanted: ReadonlyMap<string, ReadonlySet<number>>): Program<void> {
-        for (const [keyId, seqs] of wanted) {
-          for (const c of yield* store.liveClaims(keyId, [...seqs])) claimOf(keyId).set(c.attestationSeq, c)
-        }
-      }
       const ours = new Set<string>()
-      /** Rows for new attestations of `hashes`, signed now. */
       const newRows = (hashes: ReadonlyArray<string>): Array<NewAttestationRow> => {
         const registeredAt = formatMicros(clock.unsafeCurrentTimeNanos() / 1000n)
         return hashes.map((hash) => {
@@ -136,7 +184,6 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         if (attestations.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, attestations.length)
         for (const a of attestations) byHash.set(a.hashHex, a)
       }
-      /** Each key's claim to make, once, on each digest of `wanted` whose claim it does not hold: its digest and its fields. */
       const claimsToMake = (wanted: (hash: string) => boolean): Array<NewClaimByHash> => {
         const now = formatMillis(clock.unsafeCurrentTimeMillis())
         const out: Array<NewClaimByHash> = []
@@ -163,29 +210,20 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         return out
       }
 
-      /** New attestations of `hashes` and their claims, in the one statement (its own transaction), kept as written. */
-      function* writeWithClaims(
-        insertWithClaims: NonNullable<GroupStore["insertWithClaims"]>,
-        hashes: ReadonlyArray<string>
-      ): Program<void> {
-        const wanted = new Set(hashes)
-        const made = yield* insertWithClaims(newRows(hashes), claimsToMake((h) => wanted.has(h)))
-        inserted(made.attestations)
-        for (const c of made.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
-      }
+      const g: Group = { store, byHash, claimOf, seqsByKey, newRows, inserted, claimsToMake }
       const { insertWithClaims } = store
 
       // Digests none of which this instance attested lately are most likely new: where new
       // digests are written with their claims in one statement (Postgres), that statement goes
       // first, one round trip for the whole group, and what it skipped (digests that existed)
       // is read after it. Any other group is read first (RecentDigests).
-      if (insertWithClaims !== undefined && !allHashes.some(recent.has)) yield* writeWithClaims(insertWithClaims, allHashes)
+      if (insertWithClaims !== undefined && !allHashes.some(recent.has)) yield* writeWithClaims(g, insertWithClaims, allHashes)
       const unread = allHashes.filter((h) => !byHash.has(h))
       if (unread.length > 0) for (const a of yield* store.findByHashes(unread)) byHash.set(a.hashHex, a)
 
       // the claims the keys already hold on the attestations that exist
       const existing = (hash: string) => byHash.get(hash)?.seq
-      yield* readClaims(seqsByKey(existing))
+      yield* readClaims(g, seqsByKey(existing))
       const missing = allHashes.filter((h) => !byHash.has(h))
 
       // Only new digests to write, and a store that writes them with their claims in one
@@ -193,26 +231,13 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       // what BEGIN, two inserts and COMMIT take otherwise. What it leaves (a digest
       // another writer inserted first) goes the general way below.
       if (insertWithClaims !== undefined && missing.length > 0 && seqsByKey(existing).size === 0) {
-        yield* writeWithClaims(insertWithClaims, missing)
+        yield* writeWithClaims(g, insertWithClaims, missing)
       }
 
       // a hash to insert, or an attestation some key asked for and holds no live claim on
       const toInsert = allHashes.filter((h) => !byHash.has(h))
       if (toInsert.length > 0 || seqsByKey(existing).size > 0) {
-        yield* store.transaction(function*() {
-          if (toInsert.length > 0) {
-            inserted(yield* store.insertIfAbsent(newRows(toInsert)))
-            // Hashes another writer inserted first are not returned by the insert: read them.
-            const lost = toInsert.filter((h) => !byHash.has(h))
-            for (const a of yield* store.findByHashes(lost)) byHash.set(a.hashHex, a)
-          }
-
-          const claimRows: Array<NewClaimRow> = claimsToMake(() => true).map((claim) => claimRowOn(claim, byHash.get(claim.hash_hex)!.seq))
-          claimRows.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
-          for (const c of yield* store.insertClaimsIfAbsent(claimRows)) claimOf(c.apiKeyId).set(c.attestationSeq, c)
-          // Claims another writer made live first are not returned by the insert: read those.
-          yield* readClaims(seqsByKey((hash) => byHash.get(hash)!.seq))
-        })
+        yield* store.transaction(() => insertWithTheirClaims(g, toInsert))
       }
 
       if (insertWithClaims !== undefined) for (const hash of allHashes) recent.remember(hash)

@@ -7,7 +7,7 @@ import { makeGroupCommit } from "../Platform/GroupCommit.js"
 import { column, decodeRows, decodeRowsSync, decodeRowSync, DbInt } from "../Platform/Rows.js"
 import { PgDirect, type RunThen } from "../Platform/PgDirect.js"
 import type { RunNow } from "../Platform/SqliteClient.js"
-import type { Step } from "../Platform/Steps.js"
+import { type Program, type Step, stepOf } from "../Platform/Steps.js"
 import { SqliteReader } from "../Platform/SqliteReader.js"
 import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { inTransaction } from "../Platform/Sql.js"
@@ -164,21 +164,24 @@ const inChunks = <A, B, E, R>(
 ): Effect.Effect<Array<B>, E, R> =>
   xs.length === 0 ? Effect.succeed([]) : Effect.map(Effect.forEach(chunksOf(xs), statement), (results) => results.flat())
 
+// The generator functions of steps are written once, here, not per call (Steps.stepOf).
+function* chunksInTurn<A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => Step<ReadonlyArray<B>>): Program<Array<B>> {
+  const out: Array<B> = []
+  for (const part of chunksOf(xs)) out.push(...(yield* statement(part)))
+  return out
+}
+
 /** inChunks as one step of a program run with callbacks (PgDirect): the chunks' statements one after another. */
-const inChunksThen = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => Step<ReadonlyArray<B>>): Step<Array<B>> => ({
-  *[Symbol.iterator]() {
-    const out: Array<B> = []
-    for (const part of chunksOf(xs)) out.push(...(yield* statement(part)))
-    return out
-  }
-})
+const inChunksThen = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => Step<ReadonlyArray<B>>): Step<Array<B>> =>
+  stepOf(chunksInTurn<A, B>, xs, statement)
+
+function* decodedRows<A>(run: RunThen, decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Program<A> {
+  return decode(yield* run.statementRows(statement))
+}
 
 /** A statement's rows, decoded, as one step of a program run with callbacks (PgDirect). */
-const rowsThen = <A>(run: RunThen, decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Step<A> => ({
-  *[Symbol.iterator]() {
-    return decode(yield* run.statementRows(statement))
-  }
-})
+const rowsThen = <A>(run: RunThen, decode: (rows: ReadonlyArray<unknown>) => A, statement: Statement.Statement<unknown>): Step<A> =>
+  stepOf(decodedRows<A>, run, decode, statement)
 
 /** inChunks, run now on SQLite's connection (SqliteNow). */
 const inChunksNow = <A, B>(xs: ReadonlyArray<A>, statement: (part: ReadonlyArray<A>) => ReadonlyArray<B>): Array<B> =>
@@ -245,9 +248,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const readThen = <I, Row, O>(decode: (rows: ReadonlyArray<unknown>) => ReadonlyArray<Row>, read: Read<I, Row, O>) =>
       pgDirect && ((items: ReadonlyArray<I>, k: (outcome: Either.Either<ReadonlyArray<O>, unknown>) => void) => {
         const [statement, answers] = read(items)
-        pgDirect.runThen(function*(run) {
-          return yield* rowsThen(run, (rows) => answers(decode(rows)), statement)
-        }, k)
+        pgDirect.runThen((run) => decodedRows(run, (rows) => answers(decode(rows)), statement), k)
       })
 
     // Lookups that arrive in the same turn of the event loop share one statement

@@ -15,7 +15,7 @@ import { SqlClient, SqlError, type Statement } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Duration, Effect, Either, Layer } from "effect"
 import pg from "pg"
-import { type Program, runThen, type Step, waiting } from "./Steps.js"
+import { type Program, runThen, type Step, stepOf, waiting } from "./Steps.js"
 
 /** Statements on one pool client, for a program run with callbacks (inside PgDirect.runThen). */
 export interface RunThen {
@@ -54,6 +54,14 @@ const CONNECT_TIMEOUT = Duration.seconds(5)
  */
 const PREPARED_NAMES = 64
 
+/** BEGIN, `inner`, COMMIT, as one step (written once: Steps.stepOf). */
+function* inTransaction<A>(query: (text: string, params: ReadonlyArray<unknown>) => Step<unknown>, inner: () => Program<A>): Program<A> {
+  yield* query("BEGIN", [])
+  const out = yield* inner()
+  yield* query("COMMIT", [])
+  return out
+}
+
 const makeDirect = (pool: pg.Pool, observe: ((text: string) => void) | undefined): PgDirectShape => {
   // One name per text for the whole pool: `pg` prepares a name once per connection, and refuses
   // one name for two texts. A prepared statement saves Postgres its parse and plan each time
@@ -90,14 +98,7 @@ const makeDirect = (pool: pg.Pool, observe: ((text: string) => void) | undefined
             const [text, params] = statement.compile()
             return query(text, params)
           },
-          transaction: (inner) => ({
-            *[Symbol.iterator]() {
-              yield* query("BEGIN", [])
-              const out = yield* inner()
-              yield* query("COMMIT", [])
-              return out
-            }
-          })
+          transaction: (inner) => stepOf(inTransaction, query, inner)
         }
         runThen(body(run), (outcome) => {
           client.off("error", onError)

@@ -45,14 +45,30 @@ class Waiting {
 }
 
 /**
+ * A step whose iterator is `gen(...args)`, for a generator function written once at
+ * module level. Steps are built this way rather than as an object with a generator
+ * method (`{ *[Symbol.iterator]() { … } }`) or a generator function written inside
+ * another function: V8 gives each generator function object it creates a map of its
+ * own when it is first called, allocated in the old generation and pointing back at
+ * the function, so a generator function made per call keeps what it closes over (a
+ * group's requests, through its callback) alive through every scavenge until the next
+ * full collection, and promoted (README, Performance: "Generators made per call").
+ */
+export const stepOf = <Args extends ReadonlyArray<unknown>, A>(
+  gen: (...args: Args) => Iterator<unknown, A, any>,
+  ...args: Args
+): Step<A> => ({ [Symbol.iterator]: () => gen(...args) })
+
+function* waitFor(start: Waiting["start"]): Generator<unknown, unknown, unknown> {
+  return yield new Waiting(start)
+}
+
+/**
  * A step that waits for a callback: `start` begins it and calls `resume` once,
  * with its value (right) or its error (left). Only `runThen` drives it.
  */
-export const waiting = <A>(start: (resume: (outcome: Either.Either<A, unknown>) => void) => void): Step<A> => ({
-  *[Symbol.iterator]() {
-    return (yield new Waiting(start as Waiting["start"])) as A
-  }
-})
+export const waiting = <A>(start: (resume: (outcome: Either.Either<A, unknown>) => void) => void): Step<A> =>
+  stepOf(waitFor, start as Waiting["start"]) as Step<A>
 
 /**
  * Runs a program whose steps are `waiting` (or `done`) and calls `k` once with

@@ -27,6 +27,7 @@ import {
   unseenBy,
   type WindowCount
 } from "./LimiterView.js"
+import { RecencyMap } from "../Platform/RecencyMap.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 
 export interface Verdict extends RateLimitInfo {
@@ -48,26 +49,15 @@ interface Window {
 /** The in-memory limiter: `hit` as in RateLimiter, plus `size` (keys held) for tests and metrics. */
 export const makeMemoryLimiter = (options: { readonly maxKeys?: number } = {}) => {
   const maxKeys = Math.max(1, options.maxKeys ?? MEMORY_LIMITER_MAX_KEYS)
-  // Map order is recency order: a hit moves its key to the end.
-  const state = new Map<string, Window>()
+  // Recency order: a hit moves its key to the end.
+  const state = new RecencyMap<string, Window>()
   let hits = 0
-  /**
-   * The key set last, so already at the recency end: a hit on it moves nothing. Moving a
-   * key is a delete and a set, and a Map that loses and gains an entry on every request
-   * is rehashed every few requests into a new table (what survived a scavenge per attest,
-   * BENCH_ALLOCATIONS_SURVIVORS=1: ~150 bytes).
-   */
-  let newest: string | undefined
-  const forget = (k: string) => {
-    state.delete(k)
-    if (k === newest) newest = undefined
-  }
   const lastSecond = (w: Window) => w.buckets.length === 0 ? -Infinity : w.buckets[w.buckets.length - 2]!
   /** Drops expired windows from the least recently used end, up to the first key used in the last minute. */
   const sweep = (nowSecond: number) => {
-    for (const [k, w] of state) {
+    for (const [k, w] of state.entries()) {
       const last = lastSecond(w)
-      if (last <= nowSecond - w.window) forget(k)
+      if (last <= nowSecond - w.window) state.delete(k)
       else if (last > nowSecond - WINDOW_SECONDS) break
     }
   }
@@ -76,15 +66,10 @@ export const makeMemoryLimiter = (options: { readonly maxKeys?: number } = {}) =
     let w = state.get(key)
     if (w === undefined) {
       if (state.size >= maxKeys) sweep(second)
-      while (state.size >= maxKeys) forget(state.keys().next().value!)
+      while (state.size >= maxKeys) state.delete(state.oldest()!)
       w = { window: windowSeconds, buckets: [] }
-      state.set(key, w)
-      newest = key
-    } else if (key !== newest) {
-      state.delete(key)
-      state.set(key, w)
-      newest = key
     }
+    state.touch(key, w)
     if (windowSeconds > w.window) w.window = windowSeconds
     const b = w.buckets
     let drop = 0
@@ -202,22 +187,15 @@ const keyedBucketRows = decodeRows(Schema.Struct({ ...BucketRow.fields, bucketKe
  */
 export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
   Effect.gen(function*() {
-    const views = new Map<string, KeyView>()
-    /** The key set last, already at the recency end: a hit on it moves nothing (as makeMemoryLimiter's). */
-    let newest: string | undefined
+    const views = new RecencyMap<string, KeyView>()
     let calls = 0
 
     const viewOf = (key: string, window: number, at: number) => {
       let v = views.get(key)
       if (v === undefined) {
-        if (views.size >= MEMORY_LIMITER_MAX_KEYS) {
-          const oldest = views.keys().next().value!
-          views.delete(oldest)
-          if (oldest === newest) newest = undefined
-        }
+        if (views.size >= MEMORY_LIMITER_MAX_KEYS) views.delete(views.oldest()!)
         v = makeView(window, at)
-        views.set(key, v)
-        newest = key
+        views.touch(key, v)
       }
       v.window = Math.max(v.window, window)
       return v
@@ -249,7 +227,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
     const flush = Effect.suspend(() => {
       const taken = new Map<string, readonly [KeyView, Batch]>()
       let longest = 0
-      for (const [key, v] of views) {
+      for (const [key, v] of views.entries()) {
         const batch = takePending(v)
         if (batch === undefined) continue
         longest = Math.max(longest, v.window)
@@ -333,11 +311,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
       if (!admitted) return verdictFrom(limit, second, count, false, windowSeconds)
       v.pending.set(second, (v.pending.get(second) ?? 0) + cost)
       v.allowance -= cost
-      if (key !== newest) {
-        views.delete(key)
-        views.set(key, v) // recency order, for the cap
-        newest = key
-      }
+      views.touch(key, v) // recency order, for the cap
       countInto(count, second, cost, second, windowSeconds)
       return verdictFrom(limit, second, count, true, windowSeconds)
     }

@@ -121,7 +121,7 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
             keyHash: hashSecret(listKey),
             itemCount: values.length,
             signingKeyId: signer.currentKid,
-            signature: signer.sign(payloadText),
+            signature: yield* signer.sign(payloadText),
             signedPayloadSha256: createHash("sha256").update(payloadText, "utf8").digest("hex"),
             createdAt: formatMillis(t),
             expiresAt: formatMillis(t + payload.expires_in_hours * 3600_000)

@@ -19,7 +19,7 @@ export const t0Payload = (hashHex: string, registeredAt: string, formatVersion: 
 /** Rewrites a DER signature with s > n/2 to the equivalent low-S one (@noble/curves parses strictly: throws on malformed DER). */
 export const normalizeLowS = (der: Uint8Array): Uint8Array => {
   const sig = p256.Signature.fromBytes(der, "der")
-  return sig.hasHighS() ? new p256.Signature(sig.r, p256.Point.Fn.ORDER - sig.s).toBytes("der") : der
+  return sig.hasHighS() ? new p256.Signature(sig.r, p256.Point.Fn.neg(sig.s)).toBytes("der") : der
 }
 
 export interface PublicJwk {

@@ -1,12 +1,12 @@
 /**
  * The T0 signer. Private keys live in `<dataDir>/signing-keys/` as PKCS#8 PEM
- * (mode 0600), parsed once into KeyObjects: node:crypto with a parsed key signs
- * about 18x faster than @noble/curves. Public keys of every instance are
+ * (mode 0600), parsed once into KeyObjects; signing is node:crypto's (OpenSSL's)
+ * `crypto.sign` with the parsed key, and nothing here touches key material. Public keys of every instance are
  * registered in the database so any instance can list and verify them.
  * The newest key file is the current one; `attestd signing-keys rotate` adds one.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer, Runtime } from "effect"
+import { Clock, Effect, Layer } from "effect"
 import {
   createPrivateKey,
   createPublicKey,
@@ -20,7 +20,7 @@ import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
 
 export { jwkThumbprint }
 import { formatMillis } from "../Domain/Time.js"
-import { NoncePool, presigner } from "./Presign.js"
+import { ServiceUnavailable } from "../Domain/Errors.js"
 import { AppConfig } from "./Config.js"
 
 export interface LoadedKey {
@@ -88,34 +88,18 @@ export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
   return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(nowMillis) }
 }
 
-/** node:crypto's signature of `payload`: DER, low-S. */
+/** node:crypto's (OpenSSL's) signature of `payload`: ECDSA over SHA-256(payload), DER, low-S. */
 export const signPayloadDer = (key: KeyObject, payload: string): Uint8Array =>
   normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))
 
 export const signPayload = (key: KeyObject, payload: string): string =>
   Buffer.from(signPayloadDer(key, payload)).toString("base64")
 
-/**
- * Signs with `key`, taking nonces made ahead of time by a pool (src/Platform/Presign.ts)
- * whose worker thread starts at the first signature and stops with the scope;
- * node:crypto signs when the pool has none.
- */
-const pooledSigner = (key: KeyObject) =>
-  Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<never>()
-    const logError = (message: string) => Runtime.runFork(runtime)(Effect.logError(message))
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new NoncePool({ worker: true, onFailure: (reason) => logError(`signing nonce worker stopped (${reason}); signing with node:crypto`) })
-      ),
-      (pool) => Effect.promise(() => pool.close())
-    )
-    const sign = presigner(key, pool, (payload) => signPayloadDer(key, payload), () =>
-      logError("a signature made with a pooled nonce did not verify; signing with node:crypto from now on"))
-    return (payload: string): string => {
-      const der = sign(payload)
-      return Buffer.from(der.buffer, der.byteOffset, der.length).toString("base64")
-    }
+/** A signing function over `key` as the Signer port holds it: Base64 DER, low-S; a failure is a ServiceUnavailable. */
+const keySigner = (key: KeyObject) => (payload: string): Effect.Effect<string, ServiceUnavailable> =>
+  Effect.try({
+    try: () => signPayload(key, payload),
+    catch: (cause) => new ServiceUnavailable({ message: `the signing key could not sign: ${String(cause)}` })
   })
 
 /** Records public keys in the shared key table (idempotent). */
@@ -138,11 +122,11 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
     }
     yield* registerPublicKeys(keys)
     const current = keys[keys.length - 1]!
-    const sign = yield* pooledSigner(current.privateKey)
+    const sign = keySigner(current.privateKey)
     return {
       currentKid: current.kid,
       localKeys: keys as ReadonlyArray<LoadedKey>,
-      /** Signs a T0 payload with the current key: Base64 DER, low-S. */
+      /** Signs a payload (T0, a derived list) with the current key: Base64 DER, low-S. */
       sign
     }
   })
@@ -150,17 +134,9 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
 
 /** A signer over a fixed in-memory key, for tests. */
 export const layerSignerFromKey = (key: LoadedKey) =>
-  Layer.scoped(
+  Layer.effect(
     Signer,
-    Effect.gen(function*() {
-      yield* registerPublicKeys([key])
-      const sign = yield* pooledSigner(key.privateKey)
-      return Signer.make({
-        currentKid: key.kid,
-        localKeys: [key],
-        sign
-      })
-    })
+    Effect.as(registerPublicKeys([key]), Signer.make({ currentKid: key.kid, localKeys: [key], sign: keySigner(key.privateKey) }))
   )
 
 export const ephemeralKey = (): LoadedKey => {

@@ -6,7 +6,7 @@
  * Postgres a session advisory lock lets exactly one instance seal at a time.
  */
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
-import { buildTree, buildTreeParallel, PARALLEL_THRESHOLD } from "./MerkleBuilder.js"
+import { buildTree } from "./MerkleBuilder.js"
 import { formatMillis } from "../Domain/Time.js"
 import type { CheckResult } from "../Platform/HealthChecks.js"
 import { HealthChecks } from "../Platform/HealthChecks.js"
@@ -50,9 +50,7 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
         const big = leaves.length >= 100_000
         if (big) yield* Effect.logInfo(`sealing window ${windowEnd}: ${leaves.length} attestations read; building the Merkle tree`)
         const hashes = leaves.map((l) => l.hashHex)
-        const tree = leaves.length >= PARALLEL_THRESHOLD
-          ? yield* Effect.promise(() => buildTreeParallel(hashes))
-          : buildTree(hashes)
+        const tree = buildTree(hashes)
         if (big) yield* Effect.logInfo(`sealing window ${windowEnd}: tree of ${leaves.length} leaves built; timestamping ${tree.rootHex}`)
         const stamp = yield* tsa.timestamp(tree.root).pipe(
           Effect.tapError((e) =>

@@ -1,41 +1,18 @@
-import { buildSync } from "esbuild"
 import fc from "fast-check"
 import { createHash } from "node:crypto"
-import { mkdtempSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as Portable from "../../src/Domain/Merkle.js"
 import {
   buildTree,
-  buildTreeParallel,
   computeRoot,
   levelSizes,
   MERKLE_TREE_VERSION,
   merkleRoot,
-  merkleWorkerStats,
   nodeHash,
-  PARALLEL_THRESHOLD,
   type ProofStep,
   siblingPath,
-  terminateMerkleWorker,
   verifyProof
 } from "../../src/Sealing/MerkleBuilder.js"
-
-// The builder spawns its compiled worker file (dist/Sealing/MerkleWorker.js);
-// from the TypeScript sources, bundle the real worker file for it. The variable is
-// restored afterwards: other files run in the same worker (vitest.config.ts).
-const previousWorker = process.env.ATTESTD_MERKLE_WORKER
-beforeAll(() => {
-  const outfile = join(mkdtempSync(join(tmpdir(), "attestd-merkle-")), "MerkleWorker.mjs")
-  buildSync({ entryPoints: [new URL("../../src/Sealing/MerkleWorker.ts", import.meta.url).pathname], bundle: true, platform: "node", format: "esm", outfile, logLevel: "warning" })
-  process.env.ATTESTD_MERKLE_WORKER = outfile
-})
-afterAll(async () => {
-  await terminateMerkleWorker()
-  if (previousWorker === undefined) delete process.env.ATTESTD_MERKLE_WORKER
-  else process.env.ATTESTD_MERKLE_WORKER = previousWorker
-})
 
 describe("Merkle v2: the portable module agrees with the sealer's builder", () => {
   it("same node hash, same proofs", () => {
@@ -430,76 +407,19 @@ describe("Merkle v2: properties", () => {
   })
 })
 
-describe("Merkle v2: buildTreeParallel", () => {
-  const same = async (leaves: ReadonlyArray<string>): Promise<void> => {
-    const sync = buildTree(leaves)
-    const parallel = await buildTreeParallel(leaves)
-    expect(parallel.leafCount).toBe(sync.leafCount)
-    expect(parallel.rootHex).toBe(sync.rootHex)
-    expect(parallel.levels.length).toBe(sync.levels.length)
-    sync.levels.forEach((level, l) => expect(parallel.levels[l]!.equals(level)).toBe(true))
-    for (const i of sampleIndices(leaves.length, 8)) expect(parallel.proof(i)).toEqual(sync.proof(i))
-  }
-
-  it("equals buildTree around the threshold, and really uses the worker above it", async () => {
-    const before = merkleWorkerStats()
-    for (const n of [1, 5, PARALLEL_THRESHOLD - 1]) await same(leavesFor(n, n))
-    expect(merkleWorkerStats()).toEqual(before)
-    for (const n of [PARALLEL_THRESHOLD, PARALLEL_THRESHOLD + 1, PARALLEL_THRESHOLD + 2047]) await same(leavesFor(n, n))
-    const after = merkleWorkerStats()
-    expect(after.workerBuilds).toBe(before.workerBuilds + 3)
-    expect(after.fallbacks).toBe(before.fallbacks)
+describe("Merkle v2: larger trees", () => {
+  it("equals the reference root for odd sizes and power-of-two boundaries", () => {
+    for (const n of [4_099, 32_767, 32_768, 32_769, 100_003]) {
+      const leaves = leavesFor(n, n)
+      expect(buildTree(leaves).rootHex).toBe(refRoot(leaves))
+    }
   })
 
-  it("falls back to the synchronous build when the worker dies, and recovers", async () => {
-    const leaves = leavesFor(PARALLEL_THRESHOLD + 3, 8)
-    const expected = buildTree(leaves).rootHex
-    const start = merkleWorkerStats()
-    const pending = buildTreeParallel(leaves)
-    await terminateMerkleWorker() // kills the worker while its job is in flight
-    expect((await pending).rootHex).toBe(expected)
-    expect(merkleWorkerStats().workerBuilds).toBe(start.workerBuilds)
-    expect(merkleWorkerStats().fallbacks).toBe(start.fallbacks + 1)
-    const before = merkleWorkerStats()
-    expect((await buildTreeParallel(leaves)).rootHex).toBe(expected)
-    expect(merkleWorkerStats().workerBuilds).toBe(before.workerBuilds + 1)
-  })
-
-  it("equals buildTree for odd sizes and power-of-two boundaries", async () => {
-    for (const n of [32_767, 32_768, 32_769, 65_537, 100_003]) await same(leavesFor(n, n))
-  })
-
-  it("equals buildTree (and the reference root) for 300,000 leaves, with the worker hashing part of it", async () => {
-    const leaves = leavesFor(300_000, 300)
-    const before = merkleWorkerStats()
-    await same(leaves)
-    expect((await buildTreeParallel(leaves)).rootHex).toBe(refRoot(leaves))
-    const after = merkleWorkerStats()
-    // the chunks the worker hashed were copied into the tree (checked by same() above)
-    expect(after.workerChunks).toBeGreaterThan(before.workerChunks)
-    expect(after.workerChunks - before.workerChunks).toBeLessThan(after.chunks - before.chunks)
-  })
-
-  it("sorts exactly across the two halves when leaves share long prefixes", async () => {
+  it("sorts exactly when leaves share long prefixes, duplicates kept", () => {
     const prefix = "ab".repeat(12)
-    const leaves = leavesFor(PARALLEL_THRESHOLD * 2 + 3, 11).map((h, i) => (i % 2 === 0 ? prefix + h.slice(24) : h))
+    const leaves = leavesFor(8_195, 11).map((h, i) => (i % 2 === 0 ? prefix + h.slice(24) : h))
     leaves.push(...leaves.slice(0, 1000))
-    await same(leaves)
-    expect((await buildTreeParallel(leaves)).levels[0]!.toString("hex")).toBe([...leaves].sort().join(""))
-  })
-
-  it("handles concurrent calls", async () => {
-    const inputs = [leavesFor(PARALLEL_THRESHOLD + 7, 1), leavesFor(PARALLEL_THRESHOLD * 3, 2), leavesFor(40_001, 3)]
-    const trees = await Promise.all(inputs.map((leaves) => buildTreeParallel(leaves)))
-    trees.forEach((tree, i) => expect(tree.rootHex).toBe(buildTree(inputs[i]!).rootHex))
-  })
-
-  it("rejects malformed leaves like buildTree does", async () => {
-    const leaves = leavesFor(PARALLEL_THRESHOLD + 10, 4)
-    leaves[PARALLEL_THRESHOLD + 5] = leaves[PARALLEL_THRESHOLD + 5]!.toUpperCase()
-    await expect(buildTreeParallel(leaves)).rejects.toThrow(TypeError)
-    await expect(buildTreeParallel(leaves)).rejects.toThrow(`leaf ${PARALLEL_THRESHOLD + 5} `)
-    await expect(buildTreeParallel([])).rejects.toThrow(RangeError)
+    expect(buildTree(leaves).levels[0]!.toString("hex")).toBe([...leaves].sort().join(""))
   })
 })
 

@@ -20,7 +20,6 @@ import { formatMillis } from "../../src/Domain/Time.js"
 import { HealthChecks } from "../../src/Platform/HealthChecks.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
-import { PARALLEL_THRESHOLD } from "../../src/Sealing/MerkleBuilder.js"
 import { parseTimeStampToken } from "../../src/Platform/Tsa/Rfc3161.js"
 import { CHUNK_NODES, SealingRepo } from "../../src/Sealing/Repo.js"
 import { Sealer } from "../../src/Sealing/Sealer.js"
@@ -379,7 +378,7 @@ for (const dialect of await dialects()) {
       Effect.gen(function*() {
         const { db } = yield* Fixture
         const repo = yield* SealingRepo
-        const n = PARALLEL_THRESHOLD + 3 // odd at several levels, 17 chunks at level 0
+        const n = 4_099 // odd at several levels
         const b = yield* startSealer
         const key = yield* newKey
         const attestor = yield* Attestor

@@ -11,7 +11,7 @@ import { WebhooksApi } from "./Webhooks/Api.js"
 import { CensusApi, DerivedListsPublicApi } from "./Census/Api.js"
 import { BrandApi } from "./Brand/Api.js"
 import { SERVICE_VERSION } from "./Domain/Version.js"
-import { InternalErrorEnvelope, PayloadTooLargeEnvelope } from "./Http/Envelope.js"
+import { InternalErrorEnvelope, PayloadTooLargeEnvelope, ServiceUnavailableEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Server/OpenApiFixups.js"
 
 export class Api extends HttpApi.make("attestd")
@@ -31,6 +31,7 @@ export class Api extends HttpApi.make("attestd")
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)
+  .addError(ServiceUnavailableEnvelope)
   .annotate(OpenApi.Title, "attestd")
   .annotate(OpenApi.Version, SERVICE_VERSION)
   .annotate(

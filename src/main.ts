@@ -15,15 +15,13 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
-import { makeFastRoutes } from "./Server/FastLane.js"
-import { NodeServerLive, noFastRoutes } from "./Server/Server.js"
+import { NodeServerLive } from "./Server/Server.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { DatabaseLive, dialectOf } from "./Platform/Sql.js"
-import { SqliteReader } from "./Platform/SqliteReader.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
@@ -172,8 +170,6 @@ export const WorkersLive = Layer.scopedDiscard(
 export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
   (options.workers === false ? Layer.empty : WorkersLive).pipe(
     Layer.provideMerge(ServicesLive(config)),
-    // SQLite's read-only connection for the fast lane's verify (none on Postgres)
-    Layer.provideMerge(SqliteReader.layer),
     Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
@@ -186,11 +182,9 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
     Layer.provide(HttpApiLive),
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
-    // With tracing on, every request takes the HttpApi path, which opens its span.
     Layer.provideMerge(NodeServerLive({
       port: config.port,
       host: config.host,
-      fastRoutes: config.fastLane && !tracing ? makeFastRoutes : noFastRoutes,
       drainer,
       limits: { server: config.server, trustProxy: config.trustProxy },
       requestServices: edgeServices

@@ -6,7 +6,6 @@ import { formatMillis } from "../Domain/Time.js"
 import { type ApiKey, hashSecret, newApiKeySecret, newKeyId, Scope } from "./Domain.js"
 import { announceKeysChanged, KEYS_CHANNEL, KeyCacheRef, keysMarkerOf } from "./KeyCache.js"
 import { currentSqliteFile, inTransaction } from "../Platform/Sql.js"
-import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 /** An `api_keys` row as the domain's ApiKey (scopes and allow_ips are JSON text; Postgres BIGINT comes as strings). */
 const ApiKeyRow = Schema.Struct({
@@ -66,9 +65,6 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
         })
       })
 
-    /** findByHash from the key cache alone: the key, or UNDECIDED when it is not cached (a read would be needed). */
-    const findByHashNow = (keyHash: string): ApiKey | Undecided => cache.get(keyHash) ?? UNDECIDED
-
     const list = keyRows(sql`SELECT * FROM api_keys ORDER BY created_at, id`)
 
     /**
@@ -96,6 +92,6 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
         return rows.length > 0
       })
 
-    return { create, findByHash, findByHashNow, list, revoke }
+    return { create, findByHash, list, revoke }
   })
 }) {}

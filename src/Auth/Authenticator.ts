@@ -11,7 +11,6 @@ import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain.js"
 import { RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
-import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 import { chargePublic } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
@@ -131,36 +130,6 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       )
 
     /**
-     * resolveKey from the key cache alone, for a caller's address: the key; undefined
-     * where resolveKey refuses it (not a key, unknown, revoked, another environment or
-     * address); UNDECIDED when it is not cached (a read would be needed).
-     */
-    const resolveKeyNow = (presented: string, clientIp: string): ApiKey | undefined | Undecided => {
-      if (!API_KEY_PATTERN.test(presented)) return undefined
-      const hash = hashSecret(presented)
-      const key = repo.findByHashNow(hash)
-      if (key === UNDECIDED) return UNDECIDED
-      return keyMatches(key, hash) && keyRefusal(key, clientIp) === undefined ? key : undefined
-    }
-
-    /**
-     * authenticate, decided synchronously at `nowMillis` for an API key this instance
-     * has cached and whose rate limit the limiter decides at once (RateLimiter's
-     * hitNow): the principal, or the key's 429. UNDECIDED, having counted nothing,
-     * otherwise: a key that is not cached, a share token, and any credential that
-     * fails (401/403), whose refusal authenticate also counts against the public limit.
-     */
-    const authenticateNow = (presented: string, meta: RequestMetaShape, nowMillis: number): Principal | RateLimited | Undecided => {
-      if (limiter.hitNow === undefined) return UNDECIDED
-      const key = resolveKeyNow(presented, meta.clientIp)
-      if (key === undefined || key === UNDECIDED) return UNDECIDED
-      const verdict = limiter.hitNow(`key:${key.id}`, key.rateLimit ?? config.defaultRateLimit, WINDOW_SECONDS, 1, nowMillis)
-      if (verdict === undefined) return UNDECIDED
-      if (meta.requestId !== "-") meta.keyId = key.id
-      return keyVerdictRefusal(verdict, meta) ?? { _tag: "ApiKey", key }
-    }
-
-    /**
      * For public endpoints: the caller's key when a valid one is presented, never counted
      * against the key or failed (the request is counted per address by the edge either way).
      */
@@ -171,19 +140,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       return presented === undefined ? noKey : resolveKey(presented).pipe(Effect.option)
     }
 
-    /**
-     * optionalKey, decided synchronously for a key this instance has cached: the key
-     * (none when it is refused for its environment or address, as optionalKey's failed
-     * resolution is none), no key without a bearer credential or for one that is not a
-     * key, and UNDECIDED for one that is not cached (a read would be needed).
-     */
-    const optionalKeyNow = (authorization: string | undefined, clientIp: string): Option.Option<ApiKey> | Undecided => {
-      const presented = bearerCredential(authorization)
-      const key = presented === undefined ? undefined : resolveKeyNow(presented, clientIp)
-      return key === UNDECIDED ? UNDECIDED : Option.fromNullable(key)
-    }
-
-    return { authenticate, authenticateNow, optionalKey, optionalKeyNow, resolveKey }
+    return { authenticate, optionalKey, resolveKey }
   }),
   dependencies: [ApiKeyRepo.Default, ShareTokenRepo.Default]
 }) {}

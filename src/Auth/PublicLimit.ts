@@ -12,7 +12,6 @@ import { RateLimited } from "../Domain/Errors.js"
 import type { AppConfigShape } from "../Platform/Config.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
 import { type RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
-import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 /** The first four groups of an IPv6 address, or undefined when it is not one. */
 const ipv6Prefix64 = (ip: string): string | undefined => {
@@ -127,32 +126,4 @@ export const chargePublic = (
       return refused ? Effect.fail(refused) : Effect.void
     })
   })
-}
-
-/**
- * chargePublic at `nowMillis`, decided synchronously: undefined when admitted, the
- * refusal, or UNDECIDED (nothing counted) when the limiter cannot decide without
- * waiting (RateLimiter's hitNow).
- */
-export const chargePublicNow = (
-  config: AppConfigShape,
-  limiter: RateLimiter["Type"],
-  meta: RequestMetaShape,
-  nowMillis: number,
-  cost: number = 1
-): RateLimited | undefined | Undecided => {
-  if (Option.isNone(config.publicRateLimit) || cost <= 0) return undefined
-  if (limiter.hitNow === undefined) return UNDECIDED
-  const limit = config.publicRateLimit.value
-  const bucket = publicBucketOf(meta.clientIp)
-  const second = Math.floor(nowMillis / 1000)
-  const blocked = blockedRefusal(limiter, bucket, limit, cost, second, meta)
-  if (blocked) {
-    meta.publicCharged = true
-    return blocked
-  }
-  const verdict = limiter.hitNow(bucket, limit, WINDOW_SECONDS, cost, nowMillis)
-  if (verdict === undefined) return UNDECIDED
-  meta.publicCharged = true
-  return verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)
 }

@@ -4,7 +4,6 @@ import { Clock, Effect } from "effect"
 import { QuotaExceeded } from "../Domain/Errors.js"
 import { secondsToNextUtcMonth, utcMonth } from "../Domain/Time.js"
 import type { ApiKey } from "./Domain.js"
-import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
 
 export class Quota extends Effect.Service<Quota>()("Auth/Quota", {
   effect: Effect.gen(function*() {
@@ -29,12 +28,6 @@ export class Quota extends Effect.Service<Quota>()("Auth/Quota", {
           RETURNING used`.pipe(Effect.orDie)
         if (rows.length === 0) return yield* exceeded
       })
-    /**
-     * consume, decided synchronously: done (undefined) for a key without a quota, which
-     * counts nothing; UNDECIDED for one with a quota, whose usage is in the database.
-     */
-    const consumeNow = (key: ApiKey, units: number): undefined | Undecided =>
-      key.monthlyQuota === null || units <= 0 ? undefined : UNDECIDED
-    return { consume, consumeNow }
+    return { consume }
   })
 }) {}

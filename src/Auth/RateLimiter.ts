@@ -91,8 +91,6 @@ export const makeMemoryLimiter = (options: { readonly maxKeys?: number } = {}) =
   return {
     hit: (key: string, limit: number, windowSeconds: number = WINDOW_SECONDS, cost: number = 1): Effect.Effect<Verdict> =>
       Effect.map(Clock.currentTimeMillis, (now) => hitAt(key, limit, Math.floor(now / 1000), windowSeconds, cost)),
-    hitNow: (key: string, limit: number, windowSeconds: number, cost: number, nowMillis: number): Verdict =>
-      hitAt(key, limit, Math.floor(nowMillis / 1000), windowSeconds, cost),
     size: () => state.size
   }
 }
@@ -134,16 +132,10 @@ export class RateLimiter extends Effect.Tag("Auth/RateLimiter")<RateLimiter, {
    * (default one minute); a refused hit counts nothing.
    */
   readonly hit: (key: string, limit: number, windowSeconds?: number, cost?: number) => Effect.Effect<Verdict>
-  /**
-   * The same hit, at `nowMillis`, decided synchronously when the limiter can decide
-   * without waiting (the in-memory one always can); undefined, having counted nothing,
-   * when it cannot. The fast lane answers a request without a fiber through it.
-   */
-  readonly hitNow?: (key: string, limit: number, windowSeconds: number, cost: number, nowMillis: number) => Verdict | undefined
 }>() {
   static readonly memory = Layer.sync(RateLimiter, () => {
     const limiter = makeMemoryLimiter()
-    return { hit: limiter.hit, hitNow: limiter.hitNow }
+    return { hit: limiter.hit }
   })
 
   /**
@@ -322,8 +314,6 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
           const second = Math.floor(now / 1000)
           const local = localHit(key, limit, windowSeconds, cost, second)
           return local === undefined ? exact(key, limit, windowSeconds, cost, second) : Effect.succeed(local)
-        }),
-      hitNow: (key: string, limit: number, windowSeconds: number, cost: number, nowMillis: number): Verdict | undefined =>
-        localHit(key, limit, windowSeconds, cost, Math.floor(nowMillis / 1000))
+        })
     }
   })

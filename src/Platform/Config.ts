@@ -104,8 +104,6 @@ export interface AppConfigShape {
   readonly defaultRateLimit: number
   /** ATTESTD_METRICS_PORT: the Prometheus listener (none when unset; 0: any free port). */
   readonly metricsPort: Option.Option<number>
-  /** ATTESTD_FAST_LANE: serve POST /attest and /verify through the fast lane (default on; "off" turns it off). */
-  readonly fastLane: boolean
 }
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
@@ -191,11 +189,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000)),
   metricsPort: Config.option(Config.integer("ATTESTD_METRICS_PORT").pipe(
     Config.validate({ message: "ATTESTD_METRICS_PORT must be 0..65535", validation: (p) => p >= 0 && p <= 65535 })
-  )),
-  fastLane: Config.literal("on", "off")("ATTESTD_FAST_LANE").pipe(
-    Config.withDefault("on" as const),
-    Config.map((v) => v === "on")
-  )
+  ))
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -248,7 +242,6 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     scanMaxHashes: 50_000,
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
-    fastLane: true,
     ...overrides
   })
 }

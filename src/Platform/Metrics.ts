@@ -29,12 +29,6 @@ export const httpDuration = Metric.histogram(
   seconds(0.0005, 2, 16),
   "Time from the request's arrival to the end of its response, by method, route template and status."
 )
-export const fastLaneRequests = Metric.counter("attestd_http_fast_lane_requests_total", {
-  description: "Requests the fast lane served (POST /attest and /verify past the router; ATTESTD_FAST_LANE); they are in attestd_http_requests_total too."
-})
-export const fastLaneAnswersWithoutFiber = Metric.counter("attestd_http_fast_lane_answers_without_fiber_total", {
-  description: "Fast-lane requests answered without a fiber of their own (verifies and attests with no key or a cached one); they are in attestd_http_fast_lane_requests_total too."
-})
 export const rateLimitRejections = Metric.counter("attestd_rate_limit_rejections_total", {
   description: "Requests refused with 429 (per-key, public or per-list rate limits and quotas), by route template."
 })

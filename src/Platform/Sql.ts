@@ -3,12 +3,12 @@
  * migrations of both dialects. Everything above this file talks to `SqlClient`.
  */
 import { Migrator, SqlClient } from "@effect/sql"
-import { Effect, Layer, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
-import * as PgDirect from "./PgDirect.js"
-import * as SqliteClient from "./SqliteClient.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -21,11 +21,11 @@ export const dialectOf = (url: string): Dialect => {
 /** The SQLite file a `sqlite:` DATABASE_URL names, or ":memory:" for `sqlite:` alone. */
 export const sqlitePath = (url: string): string => url.slice("sqlite:".length) || ":memory:"
 
+/** The SQLite database file behind the SqlClient: none for Postgres and in-memory. */
+export class DatabaseFile extends Context.Tag("Platform/DatabaseFile")<DatabaseFile, Option.Option<string>>() {}
+
 /** The SQLite database file behind the current SqlClient: undefined for Postgres and in-memory. */
-export const currentSqliteFile: Effect.Effect<string | undefined> = Effect.map(
-  SqliteClient.SqliteNow,
-  (now) => now !== undefined && now.filename !== ":memory:" ? now.filename : undefined
-)
+export const currentSqliteFile: Effect.Effect<string | undefined, never, DatabaseFile> = Effect.map(DatabaseFile, Option.getOrUndefined)
 
 /**
  * Pages the WAL may hold before a commit copies them into the database (SQLite's
@@ -54,13 +54,24 @@ const sqliteLayer = (url: string) => {
       yield* sql.unsafe(`PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES}`)
     })
   )
-  return Layer.provideMerge(pragmas, SqliteClient.layer(filename))
+  return Layer.provideMerge(pragmas, SqliteClient.layer({ filename })).pipe(
+    Layer.merge(Layer.succeed(DatabaseFile, filename === ":memory:" ? Option.none() : Option.some(filename)))
+  )
 }
 
-const pgLayer = (url: string, maxConnections: number) => PgDirect.layer(url, maxConnections)
+const pgLayer = (url: string, maxConnections: number) =>
+  PgClient.layer({
+    url: Redacted.make(url),
+    maxConnections,
+    connectTimeout: Duration.seconds(5),
+    applicationName: "attestd"
+  }).pipe(Layer.merge(Layer.succeed(DatabaseFile, Option.none())))
 
 /** The SqlClient for a DATABASE_URL. */
-export const layerFromUrl = (url: string, options: { readonly maxConnections?: number } = {}): Layer.Layer<SqlClient.SqlClient> =>
+export const layerFromUrl = (
+  url: string,
+  options: { readonly maxConnections?: number } = {}
+): Layer.Layer<SqlClient.SqlClient | DatabaseFile> =>
   dialectOf(url) === "sqlite"
     ? sqliteLayer(url).pipe(Layer.orDie)
     : pgLayer(url, options.maxConnections ?? 10).pipe(Layer.orDie)

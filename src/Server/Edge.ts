@@ -14,8 +14,7 @@ import type { Scope } from "../Auth/Domain.js"
 import { Authenticator, hasBearer } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
-import { chargePublic, chargePublicNow } from "../Auth/PublicLimit.js"
-import { UNDECIDED, type Undecided } from "../Domain/Undecided.js"
+import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
@@ -256,7 +255,6 @@ export const admitRequest = (
   headers: EdgeHeaders,
   meta: RequestMetaShape
 ): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta> => {
-  // Combinators rather than Effect.gen: the fast lane runs this for every request.
   const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
@@ -275,51 +273,6 @@ export const admitRequest = (
         charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
   }
   return afterPublicLimit
-}
-
-/**
- * admitRequest decided synchronously at `nowMillis`: the same checks, in the same
- * order, through the same functions. A keyed route is decided only for a bearer
- * credential that `authenticateNow` (the Authenticator's) decides at once.
- * UNDECIDED, having counted nothing, when a check would have to wait: a gated
- * route, a key that needs a lookup or fails, a keyed route without a bearer
- * credential (its 401 is counted against the public limit on the Effect path),
- * or a rate limiter that cannot decide now (RateLimiter's hitNow). The fast
- * lane answers without a fiber through it.
- */
-export const admitRequestNow = (
-  config: AppConfigShape,
-  limiter: RateLimiter["Type"],
-  gates: ReadonlyMap<string, BodyGate>,
-  method: string,
-  url: string,
-  headers: EdgeHeaders,
-  meta: RequestMetaShape,
-  nowMillis: number,
-  authenticateNow?: Authenticator["authenticateNow"]
-): Errors.ApiError | undefined | Undecided => {
-  const match = matchRoute(ROUTES, method, meta.path)
-  const withBody = match !== undefined && carriesBody(method)
-  if (withBody && gates.has(match.route.id)) return UNDECIDED
-  const authorization = headerOf(headers, "authorization")
-  const keyed = withBody && match.route.keyed
-  if (keyed && (authenticateNow === undefined || !hasBearer(authorization))) {
-    return UNDECIDED
-  }
-  if (chargedPublicly(config, match, headers)) {
-    const refused = chargePublicNow(config, limiter, meta, nowMillis)
-    if (refused !== undefined) return refused
-  }
-  if (urlHasNul(url)) return NUL_IN_URL()
-  if (keyed) {
-    const principal = authenticateNow!(bearerToken(authorization), meta, nowMillis)
-    if (principal === UNDECIDED || principal._tag === "RateLimited") return principal
-    meta.principal = principal
-    const scopes = match!.route.scopes
-    const scoped = scopes ? routeScopes(principal, scopes) : undefined
-    if (scoped !== undefined && Either.isLeft(scoped)) return scoped.left
-  }
-  return bodySizeError(config, match, headers)
 }
 
 /** Whether the edge charges the request against its address's public limit (see chargedAtEdge). */

@@ -4,9 +4,7 @@
  *
  * 1. the observer (metrics and access log, AccessLog.ts) and the drainer
  *    (Drain.ts) see every request;
- * 2. the fast lane's typed table (FastLane.ts) takes POST /attest and POST
- *    /verify when it is on;
- * 3. everything else goes to the handler that `NodeHttpServer.makeHandler`
+ * 2. every request goes to the handler that `NodeHttpServer.makeHandler`
  *    builds for the HttpApi app (with the edge middleware, Edge.ts).
  *
  * The layer is an ordinary `HttpServer` implementation: `HttpApiBuilder.serve`
@@ -25,13 +23,13 @@ import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
 import { errorParts } from "../Http/Envelope.js"
 import * as Metrics from "../Platform/Metrics.js"
-import { fastRouteOf, type FastRoutes, type NodeHandler } from "./FastLane.js"
+import type { IncomingMessage, ServerResponse } from "node:http"
 
-export interface NodeServerOptions<R> {
+type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void
+
+export interface NodeServerOptions {
   readonly port: number
   readonly host: string
-  /** The fast lane's table (`makeFastRoutes`), or an empty one when it is off (ATTESTD_FAST_LANE=off). */
-  readonly fastRoutes: Effect.Effect<FastRoutes, never, R>
   readonly drainer: Drainer
   /**
    * The services a request's fiber on the HttpApi path starts with (besides the
@@ -44,9 +42,6 @@ export interface NodeServerOptions<R> {
 
 /** The platform's services a response may need (files, etags), in every request's context. */
 const platformServices = Context.pick(HttpPlatform.HttpPlatform, Etag.Generator, FileSystem.FileSystem, Path.Path)
-
-/** No fast entries: every request takes the HttpApi path. */
-export const noFastRoutes: Effect.Effect<FastRoutes> = Effect.succeed({})
 
 /** Before the HttpApi handler is installed (listening, layers still starting) and after it is removed. */
 const unavailable: NodeHandler = (req, res) => {
@@ -62,17 +57,16 @@ const unavailable: NodeHandler = (req, res) => {
   res.end(text)
 }
 
-const make = <R>(options: NodeServerOptions<R>) =>
+const make = (options: NodeServerOptions) =>
   Effect.gen(function*() {
     const observe = yield* accessLogObserver
-    const fast = yield* options.fastRoutes
     let api: NodeHandler | undefined
     const server = yield* Effect.acquireRelease(
       Effect.sync(() =>
         createServer((req, res) => {
           observe(req, res)
           options.drainer.track(req, res)
-          ;(fastRouteOf(fast, req) ?? api ?? unavailable)(req, res)
+          ;(api ?? unavailable)(req, res)
         })
       ),
       (server) =>
@@ -116,5 +110,5 @@ const make = <R>(options: NodeServerOptions<R>) =>
   })
 
 /** The HTTP server and the platform services the HttpApi handler needs. */
-export const NodeServerLive = <R>(options: NodeServerOptions<R>) =>
+export const NodeServerLive = (options: NodeServerOptions) =>
   Layer.scoped(HttpServer.HttpServer, make(options)).pipe(Layer.provideMerge(NodeHttpServer.layerContext))

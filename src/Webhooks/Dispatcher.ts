@@ -20,7 +20,7 @@ import type { LookupFunction } from "node:net"
 import { lookup as dnsLookup, type LookupAddress } from "node:dns"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
-import { makeGroupCommit } from "../Platform/GroupCommit.js"
+import { makeBatcher } from "../Platform/Batcher.js"
 import { exclusively } from "../Platform/Locks.js"
 import * as Outbound from "../Platform/Outbound.js"
 import {
@@ -100,19 +100,19 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
     // Attempts that start together read their attestations in one statement and freeze their
     // bodies in one transaction, and attempts that end together are recorded in one: a commit
     // (and on SQLite its fsync) per group, not two per delivery.
-    const freezeBody = yield* makeGroupCommit({
+    const freezeBody = yield* makeBatcher({
       process: (bodies: ReadonlyArray<{ readonly id: number; readonly body: string }>) => Effect.as(repo.setBodies(bodies), bodies),
       maxBatch: SEND_CONCURRENCY,
       workers: 1
     })
-    const record = yield* makeGroupCommit({
+    const record = yield* makeBatcher({
       process: (records: ReadonlyArray<AttemptRecord>) => Effect.as(repo.recordAttempts(records), records),
       maxBatch: SEND_CONCURRENCY,
       // Postgres: a transaction is several round trips per attempt; a second one overlaps them
       workers: sql.onDialectOrElse({ pg: () => 2, orElse: () => 1 })
     })
 
-    const factsOf = yield* makeGroupCommit({ process: repo.attestationFacts, maxBatch: SEND_CONCURRENCY, workers: 1 })
+    const factsOf = yield* makeBatcher({ process: repo.attestationFacts, maxBatch: SEND_CONCURRENCY, workers: 1 })
 
     const bodyOf = (d: Delivery) =>
       Effect.gen(function*() {

@@ -18,8 +18,6 @@ import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
-import { PgStatementObserver } from "../../src/Platform/PgDirect.js"
-import { SqliteStatementObserver } from "../../src/Platform/SqliteClient.js"
 import pg from "pg"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { queryTextTracer } from "../helpers/statementNotes.js"
@@ -37,21 +35,14 @@ type Runtime = ReturnType<typeof makeRuntime>
 
 /**
  * A second runtime over the same database that notes each statement's text in
- * `texts`: on SQLite as the connection runs them (SqliteStatementObserver), so a
- * group the Attestor runs now, without a fiber or a span, is noted too, with its
- * BEGIN and COMMIT; on Postgres from @effect/sql's spans (BEGIN and COMMIT have
- * none) and from PgDirect, which runs the group with callbacks, without a span
- * (PgStatementObserver: BEGIN and COMMIT included).
+ * `texts`, from @effect/sql's spans (BEGIN and COMMIT have none), on both stores.
  */
 const notingRuntime = (db: TestDatabase) => {
   const texts: Array<string> = []
   const noting = queryTextTracer((text) => void texts.push(text))
-  const observing: Layer.Layer<never> = db.dialect === "sqlite"
-    ? Layer.succeed(SqliteStatementObserver, (source: string) => void texts.push(source))
-    : Layer.merge(Layer.setTracer(noting), Layer.succeed(PgStatementObserver, (text: string) => void texts.push(text)))
   const traced = ManagedRuntime.make(
     AppLive(AppConfig.make({ databaseUrl: db.url, dataDir: db.dataDir, sealInterval: Duration.hours(24) }), { workers: false })
-      .pipe(Layer.provide(observing))
+      .pipe(Layer.provide(Layer.setTracer(noting)))
   )
   return { traced, texts }
 }
@@ -103,12 +94,8 @@ for (const dialect of await dialects()) {
     })
 
     describe("Attestor", () => {
-      /**
-       * A group's inserts into `table` for `rows` new rows: one multi-row statement; on SQLite, where
-       * the group runs now (Attestor, SqliteNow), one single-row statement per row.
-       */
-      const insertsOf = (table: string, rows: number) =>
-        db.dialect === "sqlite" ? Array.from({ length: rows }, () => `INSERT INTO ${table}`) : [`INSERT INTO ${table}`]
+      /** A group's inserts into `table`: one multi-row statement, on both stores. */
+      const insertsOf = (table: string) => [`INSERT INTO ${table}`]
 
       it("creates a signed T0 attestation once; re-attesting returns it with the same claim", async () => {
         const { key } = await rt.runPromise(newKey())
@@ -137,8 +124,6 @@ for (const dialect of await dialects()) {
         try {
           const [{ key }, { key: other }] = await rt.runPromise(Effect.all([newKey(), newKey()]))
           const hashes = [randomHash(), randomHash()]
-          // attested through the instance that re-attests them, which then reads them first (on
-          // Postgres, digests an instance has not attested lately are written first: RecentDigests)
           const first = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "s", extraData: null, clientEncrypted: false })))
           const batch = (k: ApiKey) =>
@@ -155,7 +140,7 @@ for (const dialect of await dialects()) {
           texts.length = 0
           const theirs = await batch(other)
           expect(theirs.map((r) => [r.created, r.attestation.id, r.claim.apiKeyId])).toEqual(first.map((r) => [false, r.attestation.id, other.id]))
-          expect(statementHeads(writes())).toEqual(insertsOf("claims", hashes.length))
+          expect(statementHeads(writes())).toEqual(insertsOf("claims"))
 
           // a claim the key gave up is made anew
           const sql = await rt.runPromise(SqlClient.SqlClient)
@@ -169,7 +154,7 @@ for (const dialect of await dialects()) {
         }
       })
 
-      it("writes new attestations with one read and their inserts (on Postgres one statement, no read), and answers them as stored", async () => {
+      it("writes new attestations with one read and their inserts, and answers them as stored", async () => {
         const { traced, texts } = notingRuntime(db)
         try {
           const { key } = await rt.runPromise(newKey())
@@ -179,13 +164,9 @@ for (const dialect of await dialects()) {
           const results = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
-          // SQLite: the read, then a transaction of single-row inserts (the group runs now); Postgres: the
-          // attestations and their claims in one statement, its own transaction, no read: the instance has
-          // not attested these digests lately (Attestor, RecentDigests)
-          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, db.dialect === "sqlite" ? 1 : 3).join(" "))).toEqual(
-            db.dialect === "sqlite"
-              ? ["SELECT", "BEGIN", ...Array(6).fill("INSERT"), "COMMIT"]
-              : ["WITH a AS"]
+          // the read, then one transaction: the attestations, then their claims (BEGIN and COMMIT have no span)
+          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))).toEqual(
+            ["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"]
           )
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))
@@ -394,43 +375,20 @@ for (const dialect of await dialects()) {
         expect(await rt.runPromise(repo.findByHashes([]))).toEqual([])
       })
 
-      it("findByHash: the lookups of one turn share one statement, each answered with its own row; in a transaction it reads on the transaction's connection", async () => {
-        const { traced, texts } = notingRuntime(db)
-        try {
-          const repo = await traced.runPromise(AttestationRepo)
-          const { key } = await rt.runPromise(newKey())
-          const known = [randomHash(), randomHash(), randomHash()]
-          for (const h of known) await rt.runPromise(attestOne(key, h))
-          const unknown = [randomHash(), randomHash(), randomHash(), randomHash()]
-          const asked = [...known, ...unknown, known[0]!, unknown[0]!, known[2]!]
-
-          texts.length = 0
-          const found = await traced.runPromise(Effect.forEach(asked, (h) => repo.findByHash(h), { concurrency: "unbounded" }))
-          expect(found.map((a) => a?.hashHex)).toEqual(asked.map((h) => (known.includes(h) ? h : undefined)))
-          const lookups = texts.filter((t) => t.includes("FROM attestations WHERE"))
-          // one statement per group worker (Postgres runs two, so one round trip can be in flight)
-          expect(lookups.length).toBeGreaterThan(0)
-          expect(lookups.length).toBeLessThanOrEqual(dialect === "pg" ? 2 : 1)
-          // a list: IN (…) on SQLite, one array parameter on Postgres (the same text for any number)
-          expect(lookups.some((t) => (dialect === "pg" ? /= ANY\(\$1::text\[\]\)/ : / IN ?\(/).test(t))).toBe(true)
-
-          // A lone lookup still answers, by the one-row statement.
-          texts.length = 0
-          expect((await traced.runPromise(repo.findByHash(known[1]!)))?.hashHex).toBe(known[1])
-          expect(await traced.runPromise(repo.findByHash(unknown[1]!))).toBeUndefined()
-          expect(texts.filter((t) => t.includes("FROM attestations WHERE hash_hex ="))).toHaveLength(2)
-
-          // On SQLite the transaction holds the one connection: the group could not read.
-          const sql = await traced.runPromise(SqlClient.SqlClient)
-          const inTx = await traced.runPromise(sql.withTransaction(repo.findByHash(known[1]!)).pipe(Effect.timeout("10 seconds")))
-          expect(inTx?.hashHex).toBe(known[1])
-        } finally {
-          await traced.dispose()
-        }
+      it("findByHash answers each digest with its own row, also inside a transaction", async () => {
+        const repo = await rt.runPromise(AttestationRepo)
+        const { key } = await rt.runPromise(newKey())
+        const known = [randomHash(), randomHash(), randomHash()]
+        for (const h of known) await rt.runPromise(attestOne(key, h))
+        const unknown = [randomHash(), randomHash(), randomHash(), randomHash()]
+        const asked = [...known, ...unknown, known[0]!, unknown[0]!, known[2]!]
+        const found = await rt.runPromise(Effect.forEach(asked, (h) => repo.findByHash(h), { concurrency: "unbounded" }))
+        expect(found.map((a) => a?.hashHex)).toEqual(asked.map((h) => (known.includes(h) ? h : undefined)))
+        const sql = await rt.runPromise(SqlClient.SqlClient)
+        const inTx = await rt.runPromise(sql.withTransaction(repo.findByHash(known[1]!)).pipe(Effect.timeout("10 seconds")))
+        expect(inTx?.hashHex).toBe(known[1])
       })
-    })
 
-    describe("ApiKeyRepo", () => {
       it("create, findByHash, list, revoke; only the SHA-256 is stored", async () => {
         const repo = await rt.runPromise(ApiKeyRepo)
         const created = await rt.runPromise(repo.create({

@@ -29,13 +29,8 @@ const DECLARED: Readonly<Record<string, string>> = {
   "src/Platform/ClientAddress.ts cache": "cache: BlockList by allow list; cleared at 10,000",
   "src/Platform/Metrics.ts labelSets": "cache: metric label array by label set; cleared at 10,000",
   "src/Platform/Metrics.ts tokenExpiries": "cache: each TSA's earliest certificate expiry, one entry per provider, renewed when its latest token's digest changes",
-  "src/Platform/Rows.ts rowDecoders": "cache: the array decoder of a row schema (WeakMap by schema)",
   "src/Server/AccessLog.ts templates": "cache: the route templates of the one HttpApi definition, built on first use",
   "src/Server/AccessLog.ts literalTemplates": "cache: route template by literal URL; at most 1,000",
-  "src/Sealing/MerkleBuilder.ts kernelInstance": "cache: the Merkle kernel (pure functions), built on first use",
-  // Scratch buffers of synchronous code: filled and read within one call, never across a yield.
-  "src/Sealing/MerkleBuilder.ts chunkAscii": "scratch: leaf decoding, within one synchronous call",
-  "src/Sealing/MerkleBuilder.ts chunkAscii16": "scratch: leaf decoding, within one synchronous call",
   // Keyed by an object whose life it follows: state of that object, not of the module.
   "src/Auth/PublicLimit.ts blockedBy": "per limiter instance (WeakMap)",
   "src/Platform/Logging.ts directLines": "per logger instance (WeakMap)",
@@ -45,9 +40,6 @@ const DECLARED: Readonly<Record<string, string>> = {
   "src/Domain/Bytes.ts randomOffset": "the CSPRNG pool's read position",
   "src/Platform/Metrics.ts counted": "process CPU and event-loop counters: one process, one set (Effect's metric registry is global too)",
   "src/Platform/Tsa/Rfc3161.ts engineSet": "pkijs' crypto engine is a global of pkijs; set once",
-  "src/Sealing/MerkleBuilder.ts sharedWorker": "one Merkle worker thread per process, started on first use, unref'd",
-  "src/Sealing/MerkleBuilder.ts stats": "diagnostics of that worker (counts only)",
-  "src/Platform/Rows.ts rowSchemas": "the row schemas the repositories use (a fixed set, for the test holding the two decoders equal)",
   // Demo and tests only: one simulated Bitcoin chain that every simulated calendar in the process mines on.
   "src/Platform/Calendar/SimulatedCalendar.ts chainHeaders": "the simulated chain's headers (demo mode and tests)",
   "src/Platform/Calendar/SimulatedCalendar.ts nextHeight": "the simulated chain's next height",

@@ -8,6 +8,7 @@ import { formatMillis } from "./Domain/Time.js"
 import { verifyCommand } from "./VerifyCli/Command.js"
 import { stampCommand, upgradeCommand } from "./Stamp/Command.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
+import { KeyCacheRef } from "./Auth/KeyCache.js"
 import { parseCidr } from "./Platform/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
 import { SERVICE_VERSION } from "./Domain/Version.js"
@@ -90,7 +91,7 @@ const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function*() {
     const config = yield* loadConfig
     return yield* effect.pipe(
-      Effect.provide(Layer.mergeAll(ApiKeyRepo.Default).pipe(Layer.provideMerge(DatabaseLive(config)))),
+      Effect.provide(ApiKeyRepo.Default.pipe(Layer.provide(KeyCacheRef.none), Layer.provideMerge(DatabaseLive(config)))),
       Effect.provideService(AppConfig, config)
     )
   })

@@ -15,6 +15,7 @@ import { Quota } from "./Auth/Quota.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
+import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
@@ -189,7 +190,7 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       limits: { server: config.server, trustProxy: config.trustProxy },
       requestServices: edgeServices
     }))
-  )))
+  ))).pipe(Layer.provide(RequestMetas.layer))
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))
 }

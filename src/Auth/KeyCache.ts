@@ -72,8 +72,10 @@ export const noKeyCache: KeyCache = {
   live: () => false
 }
 
-/** The key cache ApiKeyRepo consults: none unless a server provides one (the CLI does not). */
-export class KeyCacheRef extends Context.Reference<KeyCacheRef>()("Auth/KeyCache", { defaultValue: (): KeyCache => noKeyCache }) {}
+/** The key cache ApiKeyRepo consults: a server's (KeyCacheLive), or none (`KeyCacheRef.none`: the CLI). */
+export class KeyCacheRef extends Context.Tag("Auth/KeyCache")<KeyCacheRef, KeyCache>() {
+  static readonly none = Layer.succeed(KeyCacheRef, noKeyCache)
+}
 
 /**
  * The cache for a server on this database: Postgres's and SQLite's own, none for

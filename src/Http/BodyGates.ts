@@ -9,6 +9,5 @@ import type { ApiError } from "../Domain/Errors.js"
 
 export type BodyGate = (params: Readonly<Record<string, string>>) => Effect.Effect<void, ApiError>
 
-export class BodyGates extends Context.Reference<BodyGates>()("Http/BodyGates", {
-  defaultValue: (): ReadonlyMap<string, BodyGate> => new Map()
-}) {}
+/** Every route's gate, by operationId; a server provides them (Census/ListGate.ts), a route without one has none. */
+export class BodyGates extends Context.Tag("Http/BodyGates")<BodyGates, ReadonlyMap<string, BodyGate>>() {}

@@ -6,7 +6,7 @@
  * a token, or a body.
  */
 import { HttpApi } from "@effect/platform"
-import { Effect, LogLevel } from "effect"
+import { Context, Effect, Layer, LogLevel } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
 import { directLogger } from "../Platform/Logging.js"
@@ -14,8 +14,10 @@ import { recordHttp } from "../Platform/Metrics.js"
 import { stripV1 } from "../Http/Paths.js"
 import type { RequestMetaShape } from "../Auth/RequestMeta.js"
 
-/** The meta of each request in flight, written by the edge and the fast lane. */
-export const requestMetas = new WeakMap<IncomingMessage, RequestMetaShape>()
+/** The meta of each request in flight, written by the edge and read by the access log once the response ends. */
+export class RequestMetas extends Context.Tag("Server/RequestMetas")<RequestMetas, WeakMap<IncomingMessage, RequestMetaShape>>() {
+  static readonly layer = Layer.sync(RequestMetas, () => new WeakMap())
+}
 
 interface Template {
   readonly method: string
@@ -23,10 +25,8 @@ interface Template {
   readonly pattern: RegExp
 }
 
-let templates: ReadonlyArray<Template> | undefined
-
-const allTemplates = (): ReadonlyArray<Template> => {
-  if (templates) return templates
+/** The route templates of the one HttpApi definition, literal routes before parameterised ones (/keys/current before /keys/:id). */
+const TEMPLATES: ReadonlyArray<Template> = (() => {
   const out: Array<Template> = []
   const add = (method: string, template: string) =>
     out.push({
@@ -38,42 +38,28 @@ const allTemplates = (): ReadonlyArray<Template> => {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
   })
-  // Literal routes before parameterised ones (/keys/current before /keys/:id).
   out.sort((a, b) => (a.template.includes(":") ? 1 : 0) - (b.template.includes(":") ? 1 : 0))
   add("GET", "/openapi.json")
-  templates = out
   return out
-}
-
-/** Templates of literal routes (no path parameter) by "METHOD url": a bounded set, looked up without regexes. */
-const literalTemplates = new Map<string, string>()
+})()
 
 /** The route template of a request (`/v1` prefix kept when given), or "unmatched". */
 export const routeTemplateOf = (method: string, url: string): string => {
-  const known = literalTemplates.get(`${method} ${url}`)
-  if (known !== undefined) return known
-  const template = matchTemplate(method, url)
-  if (template !== "unmatched" && !template.includes(":") && !url.includes("?") && literalTemplates.size < 1_000) {
-    literalTemplates.set(`${method} ${url}`, template)
-  }
-  return template
-}
-
-const matchTemplate = (method: string, url: string): string => {
   const raw = url.split("?")[0] ?? url
   const path = stripV1(raw)
   const prefix = path !== raw ? "/v1" : ""
   if (/^\/docs(\/.*)?$/.test(path)) return "/docs"
   const m = method === "HEAD" ? "GET" : method
-  const hit = allTemplates().find((t) => t.method === m && t.pattern.test(path)) ??
-    allTemplates().find((t) => t.pattern.test(path))
+  const hit = TEMPLATES.find((t) => t.method === m && t.pattern.test(path)) ??
+    TEMPLATES.find((t) => t.pattern.test(path))
   return hit ? prefix + hit.template : "unmatched"
 }
 
 /** The observer the server calls first for every request (metrics and the access log). */
-export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void> = Effect.gen(function*() {
+export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void, never, RequestMetas> = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
   const log = directLogger(runtime)
+  const requestMetas = yield* RequestMetas
   return (req: IncomingMessage, res: ServerResponse) => {
     const start = performance.now()
     const finish = (aborted: boolean) => {
@@ -83,9 +69,6 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
       const status = aborted && !res.headersSent ? 499 : res.statusCode
       recordHttp(method, route, status, seconds)
       const meta = requestMetas.get(req)
-      // Dropped as soon as it is read rather than left for the WeakMap to clear: under a
-      // verify load the heap then grows half as fast between full collections (--trace-gc:
-      // ~7 → ~3.5 MB/s), and a scavenge costs less.
       requestMetas.delete(req)
       const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")
       const annotations: Record<string, unknown> = {

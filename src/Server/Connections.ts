@@ -8,7 +8,7 @@
  * error envelope, and a connection closed with input still arriving closes
  * lingering, so the client reads its answer.
  */
-import { type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http"
+import { type IncomingMessage, type Server, type ServerOptions, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Socket } from "node:net"
 import { normalizeIp, peerIsTrustedProxy, type TrustProxy } from "../Platform/ClientAddress.js"
 import { publicBucketOf } from "../Auth/PublicLimit.js"
@@ -21,16 +21,23 @@ export interface ConnectionStats {
   refusedPerAddress: number
 }
 
-/** Applies `limits` to a node:http server before it listens; returns counters for tests and metrics. */
+/** The node:http server options of `limits`, given to `createServer`. */
+export const serverOptionsOf = (limits: ServerLimits): ServerOptions => {
+  // node:http requires headersTimeout <= requestTimeout.
+  const headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
+  return {
+    requestTimeout: limits.requestTimeoutMs,
+    headersTimeout,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Node checks the two deadlines every connectionsCheckingInterval (default 30 s):
+    // check often enough that they hold roughly as configured.
+    connectionsCheckingInterval: Math.max(25, Math.min(1000, Math.floor(headersTimeout / 4)))
+  }
+}
+
+/** Applies the connection caps of `limits` to a node:http server before it listens; returns counters for tests and metrics. */
 export const applyServerLimits = (server: Server, limits: ServerLimits, trustProxy: TrustProxy): ConnectionStats => {
   const stats: ConnectionStats = { refusedPerAddress: 0 }
-  server.requestTimeout = limits.requestTimeoutMs
-  // node:http requires headersTimeout <= requestTimeout.
-  server.headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs)
-  server.keepAliveTimeout = limits.keepAliveTimeoutMs
-  // Node checks the two deadlines every connectionsCheckingInterval (default 30 s, read when
-  // the server starts listening): check often enough that they hold roughly as configured.
-  ;(server as unknown as { connectionsCheckingInterval: number }).connectionsCheckingInterval = Math.max(25, Math.min(1000, Math.floor(server.headersTimeout / 4)))
   if (limits.maxConnections > 0) server.maxConnections = limits.maxConnections
   if (limits.maxConnectionsPerAddress > 0) {
     const open = new Map<string, number>()
@@ -117,13 +124,16 @@ const clientErrorAnswer = (code: string | undefined): readonly [number, string, 
  */
 export const answerClientErrors = (server: Server, onAnswer: (status: number) => void = () => {}) => {
   const answered = new WeakSet<Socket>()
+  const responses = new WeakMap<Socket, ServerResponse>()
+  server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
+    responses.set(req.socket, res)
+  })
   server.on("clientError", (error: Error & { readonly code?: string }, socket: Socket) => {
     // the parser may report again on data that follows: the first answer stands
     if (answered.has(socket)) return
     answered.add(socket)
     // an answer already under way on this socket cannot be followed by another
-    const inFlight = (socket as unknown as { _httpMessage?: ServerResponse | null })._httpMessage
-    if (error.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent === true) {
+    if (error.code === "ECONNRESET" || !socket.writable || responses.get(socket)?.headersSent === true) {
       socket.destroy()
       return
     }

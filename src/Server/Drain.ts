@@ -19,7 +19,6 @@
  */
 import { Duration, Effect, Layer } from "effect"
 import type { IncomingMessage, Server, ServerResponse } from "node:http"
-import { Server as NetServer } from "node:net"
 import { shutdownTimeout } from "../Platform/Config.js"
 
 export interface Drainer {
@@ -42,12 +41,9 @@ const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /**
  * The responses in flight: an array whose entries know their index, so a response
- * leaves by moving the last entry into its slot. Not a Set: with a Set that gained and
- * lost an entry per request, every request answered in a later turn (an attest) had its
- * HTTP objects promoted to the old generation although nothing live held them, most
- * likely because V8 rehashes such a Set again and again and each table it leaves behind
- * links to the next. On SQLite attest-new a scavenge promoted ~1.8 MB; with this array,
- * ~0.24 MB (README, Performance: "Responses kept by a Set").
+ * leaves by moving the last entry into its slot. Not a Set: one that gains and loses an
+ * entry per request kept answered responses alive into the old generation (attest-new
+ * spent 5–24% more CPU per request; docs/performance.md).
  */
 export interface InFlight<A> {
   /** Adds `item`; the function returned removes it (once: later calls do nothing). */
@@ -122,11 +118,10 @@ export const makeDrainer = (): Drainer => {
       //    closes. A busy process was seen leaving connections in its accept queue for
       //    300-600 ms under a burst of new connections; closing the listener resets those.
       await quiet(Math.min(deadline, Date.now() + ACCEPT_GRACE_MS))
-      // 2. Stop listening without http.Server#close's closeIdleConnections: a connection
-      //    accepted a moment ago whose request is not parsed yet still looks idle. The
-      //    listener closes at once; net.Server#close's callback would wait for every
-      //    connection to end, an idle keep-alive one included (up to its keep-alive timeout).
-      if (server.listening) NetServer.prototype.close.call(server)
+      // 2. Stop listening. http.Server#close also closes the connections idle now; the
+      //    quiet period above makes it unlikely that one of them was accepted a moment
+      //    ago with its request not parsed yet.
+      if (server.listening) server.close()
       for (const res of inFlight.items()) if (!res.headersSent) res.shouldKeepAlive = false
       // 3. Quiet again: a keep-alive client may have written its next request just before the
       //    signal, on a connection the server has not read yet; such a request is answered

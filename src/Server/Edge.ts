@@ -20,7 +20,7 @@ import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
-import { requestMetas } from "./AccessLog.js"
+import { RequestMetas } from "./AccessLog.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
@@ -254,7 +254,7 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta> => {
+): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta | BodyGates> => {
   const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
@@ -356,15 +356,13 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
 }
 
 /**
- * What the edge reads from a request's fiber, on both paths. A request's fiber starts
+ * What the edge reads from a request's fiber. A request's fiber starts
  * with these services (and the platform's, Server.ts), not the application's ~47:
  * every provide on the way copies the fiber's context, so a small one keeps that
  * cheap. HttpApi handlers get their services from their group's context, which
- * HttpApiBuilder merges in; the fast lane's programs name only these. A
- * Context.Reference left out would silently fall back to its default (BodyGates: no
- * gates), and test/Http/edge.test.ts's unknown-list case fails then.
+ * HttpApiBuilder merges in.
  */
-export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, BodyGates)
+export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, BodyGates, RequestMetas)
 
 /**
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
@@ -372,9 +370,10 @@ export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, 
  * around all of it, and so is the route's body limit (where there is a body to read): each
  * provide copies the fiber's context and each FiberRef locally its refs twice.
  */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator> =>
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator | RequestMetas | BodyGates> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
+    const requestMetas = yield* RequestMetas
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)

@@ -17,7 +17,7 @@ import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
-import { answerClientErrors, applyServerLimits, lingerOnUnreadBodies } from "./Connections.js"
+import { answerClientErrors, applyServerLimits, lingerOnUnreadBodies, serverOptionsOf } from "./Connections.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
@@ -63,7 +63,7 @@ const make = (options: NodeServerOptions) =>
     let api: NodeHandler | undefined
     const server = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        createServer((req, res) => {
+        createServer(options.limits ? serverOptionsOf(options.limits.server) : {}, (req, res) => {
           observe(req, res)
           options.drainer.track(req, res)
           ;(api ?? unavailable)(req, res)

@@ -22,6 +22,7 @@ import { hashSecret } from "../../src/Auth/Domain.js"
 import { bitcoinAttestations, bytesToHex, parseDetachedFile } from "../../src/Domain/Ots.js"
 import { HealthChecks } from "../../src/Platform/HealthChecks.js"
 import { AppLive, DatabaseLive, TsaLive } from "../../src/main.js"
+import { KeyCacheRef } from "../../src/Auth/KeyCache.js"
 import { layerHttp, type OtsCalendar } from "../../src/Platform/Calendar/OtsCalendar.js"
 import { simulatedBlockHeaders } from "../../src/Platform/Calendar/SimulatedCalendar.js"
 import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
@@ -56,6 +57,7 @@ const servicesWithCalendar = (config: AppConfigShape, calendar: Layer.Layer<OtsC
   Layer.mergeAll(Attestor.Default, Sealer.Default, Anchorer.Default).pipe(
     Layer.provideMerge(HealthChecks.Default),
     Layer.provideMerge(Layer.mergeAll(AttestationRepo.Default, ApiKeyRepo.Default, Signer.Default, SealingRepo.Default, AnchoringRepo.Default)),
+    Layer.provideMerge(KeyCacheRef.none),
     Layer.provideMerge(TsaLive(config)),
     Layer.provideMerge(calendar),
     Layer.provideMerge(layerEsplora({ sources: config.bitcoinSources })),

@@ -33,7 +33,7 @@ const instance = (url: string, withCache: boolean, options: KeyCacheOptions = {}
   ManagedRuntime.make(
     ApiKeyRepo.Default.pipe(
       Layer.provideMerge(
-        withCache ? KeyCacheLive(url, url.startsWith("postgres"), { heartbeatMs: 200, heartbeatTimeoutMs: 1_000, ...options }) : Layer.empty
+        withCache ? KeyCacheLive(url, url.startsWith("postgres"), { heartbeatMs: 200, heartbeatTimeoutMs: 1_000, ...options }) : KeyCacheRef.none
       ),
       Layer.provideMerge(DatabaseLive({ databaseUrl: url }))
     )
@@ -175,13 +175,13 @@ describe("API-key cache on SQLite", () => {
   })
 
   it("a change by hand is seen once an entry is older than the TTL", async () => {
-    const short = instance(url, true, { ttlMs: 100 })
+    const short = instance(url, true, { ttlMs: 1_000 })
     try {
       const key = await create("ttl")
       expect((await find(short, key.secret))?.label).toBe("ttl")
       await relabel(key.id, "relabelled")
       expect((await find(short, key.secret))?.label).toBe("ttl")
-      await new Promise((r) => setTimeout(r, 150))
+      await new Promise((r) => setTimeout(r, 1_100))
       expect((await find(short, key.secret))?.label).toBe("relabelled")
     } finally {
       await short.dispose()

@@ -29,12 +29,9 @@ const DECLARED: Readonly<Record<string, string>> = {
   "src/Platform/ClientAddress.ts cache": "cache: BlockList by allow list; cleared at 10,000",
   "src/Platform/Metrics.ts labelSets": "cache: metric label array by label set; cleared at 10,000",
   "src/Platform/Metrics.ts tokenExpiries": "cache: each TSA's earliest certificate expiry, one entry per provider, renewed when its latest token's digest changes",
-  "src/Server/AccessLog.ts templates": "cache: the route templates of the one HttpApi definition, built on first use",
-  "src/Server/AccessLog.ts literalTemplates": "cache: route template by literal URL; at most 1,000",
   // Keyed by an object whose life it follows: state of that object, not of the module.
   "src/Auth/PublicLimit.ts blockedBy": "per limiter instance (WeakMap)",
   "src/Platform/Logging.ts directLines": "per logger instance (WeakMap)",
-  "src/Server/AccessLog.ts requestMetas": "per request (WeakMap by IncomingMessage)",
   // Process-wide by nature.
   "src/Domain/Bytes.ts randomPool": "the CSPRNG pool: bytes are handed out once, whoever asks",
   "src/Domain/Bytes.ts randomOffset": "the CSPRNG pool's read position",

@@ -1,4 +1,4 @@
-// Small helpers every script shares (bench sections, soak, kill loop, floods). No side effects
+// Small helpers the scripts share (bench, soak, kill loop, webhook starvation). No side effects
 // on import: test/Soak imports scripts/soak.mjs, which imports this.
 import { randomBytes } from "node:crypto"
 import { createServer } from "node:net"

@@ -31,6 +31,7 @@ import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig } from "../Platform/Config.js"
 import { exclusively } from "../Platform/Locks.js"
+import { redactUrl, redactUrls } from "../Platform/RedactUrl.js"
 import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 
 const ANCHOR_LOCK = 727003
@@ -64,7 +65,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       probe: { name: "bitcoin", check: Effect.sync(() => bitcoinStatus) },
       features: ["t2_opentimestamps", ...(calendar.simulated ? ["t2_simulated_calendar"] : [])],
       tier: ["T2", {
-        calendars: calendar.urls,
+        calendars: redactUrls(calendar.urls),
         simulated: calendar.simulated,
         ...(calendar.simulated ? { note: SIMULATED_CALENDAR_LABEL } : {}),
         anchor_interval_ms: Duration.toMillis(config.anchorInterval),
@@ -86,7 +87,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
             Effect.as(true),
             Effect.catchTag("CalendarError", (e) =>
               Effect.zipRight(
-                Effect.logWarning(`calendar ${s.calendarUrl} refused daily root ${day.id}: ${e.message}`),
+                Effect.logWarning(`calendar ${redactUrl(s.calendarUrl)} refused daily root ${day.id}: ${e.message}`),
                 Effect.as(Effect.flatMap(now, (at) => repo.recordFailure(day.id, s.calendarUrl, e.message, at)), false)
               ))
           ),
@@ -163,7 +164,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
             upgradeSubmission(day, s).pipe(
               Effect.map((r) => ({ s, ...r })),
               Effect.catchAll((e) =>
-                Effect.as(Effect.logWarning(`upgrade from ${s.calendarUrl} failed: ${e.message}`), undefined)
+                Effect.as(Effect.logWarning(`upgrade from ${redactUrl(s.calendarUrl)} failed: ${e.message}`), undefined)
               )
             ),
           { concurrency: "unbounded" }

@@ -4,6 +4,7 @@
  */
 import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import { parseTrustProxy, type TrustProxy } from "./ClientAddress.js"
+import { redactUrls } from "./RedactUrl.js"
 
 export type Mode = "demo" | "production"
 export type Environment = "test" | "production"
@@ -68,7 +69,7 @@ const urlList = (name: string) =>
       })
       return bad.length === 0
         ? Either.right(urls)
-        : Either.left(ConfigError.InvalidData([name], `not an http(s) URL: ${bad.join(", ")}`))
+        : Either.left(ConfigError.InvalidData([name], `not an http(s) URL: ${redactUrls(bad).join(", ")}`))
     })
   )
 

@@ -15,6 +15,7 @@ import { createServer, type Server } from "node:http"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { AppConfig } from "./Config.js"
 import { Signer } from "./Signer.js"
+import { redactUrl } from "./RedactUrl.js"
 import { parseTimeStampToken } from "./Tsa/Rfc3161.js"
 
 const seconds = (start: number, factor: number, count: number) =>
@@ -212,7 +213,7 @@ export const refreshGauges = Effect.gen(function*() {
         continue
       }
     }
-    tsaCertExpiry.unsafeUpdate((cached.notAfter - now) / 86_400_000, labels({ tsa: row.tsa_provider }))
+    tsaCertExpiry.unsafeUpdate((cached.notAfter - now) / 86_400_000, labels({ tsa: redactUrl(row.tsa_provider) }))
   }
 })
 
@@ -310,8 +311,8 @@ export const meteredTsa = <S extends { readonly timestamp: (d: Uint8Array) => Ef
   timestamp: (digest: Uint8Array) =>
     timed(tsa.timestamp(digest).pipe(
       Effect.tapBoth({
-        onSuccess: (stamp) => Effect.sync(() => inc(tsaRequests, { tsa: stamp.provider, outcome: "ok" })),
-        onFailure: (e) => Effect.sync(() => e.attempts.forEach((a) => inc(tsaRequests, { tsa: a.url, outcome: "error" })))
+        onSuccess: (stamp) => Effect.sync(() => inc(tsaRequests, { tsa: redactUrl(stamp.provider), outcome: "ok" })),
+        onFailure: (e) => Effect.sync(() => e.attempts.forEach((a) => inc(tsaRequests, { tsa: redactUrl(a.url), outcome: "error" })))
       })
     ), (outcome, s) => observe(tsaDuration, s, { outcome }))
 })
@@ -324,12 +325,12 @@ export const meteredCalendar = <S extends {
   ...calendar,
   submit: (url: string, digest: Uint8Array) =>
     calendar.submit(url, digest).pipe(Effect.tapBoth({
-      onSuccess: () => Effect.sync(() => inc(calendarSubmissions, { calendar: url, outcome: "ok" })),
-      onFailure: () => Effect.sync(() => inc(calendarSubmissions, { calendar: url, outcome: "error" }))
+      onSuccess: () => Effect.sync(() => inc(calendarSubmissions, { calendar: redactUrl(url), outcome: "ok" })),
+      onFailure: () => Effect.sync(() => inc(calendarSubmissions, { calendar: redactUrl(url), outcome: "error" }))
     })),
   upgrade: (url: string, commitment: Uint8Array) =>
     calendar.upgrade(url, commitment).pipe(Effect.tapBoth({
-      onSuccess: (r) => Effect.sync(() => inc(calendarUpgrades, { calendar: url, outcome: r === null ? "pending" : "upgraded" })),
-      onFailure: () => Effect.sync(() => inc(calendarUpgrades, { calendar: url, outcome: "error" }))
+      onSuccess: (r) => Effect.sync(() => inc(calendarUpgrades, { calendar: redactUrl(url), outcome: r === null ? "pending" : "upgraded" })),
+      onFailure: () => Effect.sync(() => inc(calendarUpgrades, { calendar: redactUrl(url), outcome: "error" }))
     }))
 })

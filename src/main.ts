@@ -23,6 +23,7 @@ import { SigningKeys } from "./Platform/SigningKeys.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { DatabaseLive, dialectOf } from "./Platform/Sql.js"
+import { makePrivateDir } from "./Platform/PrivateFiles.js"
 import { SqliteReader } from "./Platform/SqliteReader.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
@@ -168,6 +169,9 @@ export const WorkersLive = Layer.scopedDiscard(
   })
 )
 
+/** The data dir (signing keys, the demo TSA, the SQLite file): made 0700 before anything is written there. */
+const DataDirLive = (config: AppConfigShape) => Layer.effectDiscard(Effect.try(() => makePrivateDir(config.dataDir)).pipe(Effect.orDie))
+
 /** Services, database and configuration, plus the background workers unless disabled. */
 export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
   (options.workers === false ? Layer.empty : WorkersLive).pipe(
@@ -175,6 +179,7 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
     // SQLite's read-only connection for the fast lane's verify (none on Postgres)
     Layer.provideMerge(SqliteReader.layer),
     Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
+    Layer.provideMerge(DataDirLive(config)),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
 

@@ -207,6 +207,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         )
       )
     }
+    if (c.mode === "production" && Option.isNone(c.tsaCaFile)) {
+      return Either.left(
+        ConfigError.MissingData(
+          ["ATTESTD_TSA_CA_FILE"],
+          "production mode refuses to start without ATTESTD_TSA_CA_FILE (PEM trust anchors): every T1 token is validated against them before it is stored"
+        )
+      )
+    }
     if (c.mode === "production" && c.bitcoinSources.length === 0) {
       return Either.left(
         ConfigError.MissingData(

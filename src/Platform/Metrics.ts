@@ -14,6 +14,7 @@ import { createHash } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { AppConfig } from "./Config.js"
+import { HealthChecks } from "./HealthChecks.js"
 import { Signer } from "./Signer.js"
 import { redactUrl } from "./RedactUrl.js"
 import { parseTimeStampToken } from "./Tsa/Rfc3161.js"
@@ -101,6 +102,9 @@ const awaitingBitcoinAge = Metric.gauge("attestd_t1_oldest_awaiting_bitcoin_age_
 const webhookBacklog = Metric.gauge("attestd_webhook_backlog", {
   description: "Webhook deliveries pending or waiting for a retry, plus events not yet fanned out."
 })
+const workerDegraded = Metric.gauge("attestd_worker_degraded", {
+  description: "1 while a background worker (sealing, anchoring, upgrading) has failed for longer than two of its windows (GET /v1/healthz says degraded), else 0."
+})
 const tsaCertExpiry = Metric.gauge("attestd_tsa_certificate_expiry_days", {
   description: "Days until the earliest-expiring certificate in the latest token from each TSA expires."
 })
@@ -174,6 +178,9 @@ export const refreshGauges = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const signer = yield* Signer
   const now = yield* Clock.currentTimeMillis
+  for (const w of yield* Effect.flatMap(HealthChecks, (h) => h.workerStates)) {
+    workerDegraded.unsafeUpdate(w.degraded ? 1 : 0, labels({ worker: w.name }))
+  }
   buildInfo.unsafeUpdate(1, labels({ version: SERVICE_VERSION, node: process.version }))
   signingKeyInfo.unsafeUpdate(1, labels({ kid: signer.currentKid }))
 
@@ -275,7 +282,7 @@ export class MetricsListener extends Context.Tag("Platform/MetricsListener")<Met
 export const MetricsServerLive = Layer.scoped(MetricsListener, Effect.gen(function*() {
   const config = yield* AppConfig
   if (Option.isNone(config.metricsPort)) return { port: Option.none<number>() }
-  const runtime = yield* Effect.runtime<SqlClient.SqlClient | Signer>()
+  const runtime = yield* Effect.runtime<SqlClient.SqlClient | Signer | HealthChecks>()
   const run = Runtime.runPromise(runtime)
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]

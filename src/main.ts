@@ -17,6 +17,8 @@ import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { makeFastRoutes } from "./Server/FastLane.js"
 import { NodeServerLive, noFastRoutes } from "./Server/Server.js"
+import { apiRoutes, matchRoute } from "./Server/Routes.js"
+import { corsHeaders, type CorsPolicy, PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
@@ -147,7 +149,8 @@ export const HttpApiLive = Layer.mergeAll(
   HttpApiSwagger.layer({ path: "/docs" }),
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
   VerifierPageLive,
-  ApiErrorsLive
+  ApiErrorsLive,
+  PreflightLive
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
@@ -183,11 +186,18 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
 
+/** Cross-origin access: public routes for any origin, keyed ones for ATTESTD_CORS_ORIGINS (Http/Cors.ts). */
+const corsPolicy = (config: AppConfigShape): CorsPolicy => {
+  const routes = apiRoutes()
+  return { origins: config.corsOrigins, keyedRoute: (method, path) => matchRoute(routes, method, path)?.route.keyed === true }
+}
+
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const tracing = process.env.ATTESTD_TRACING === "1"
   const drainer = makeDrainer()
-  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
+  const cors = corsHeaders(corsPolicy(config))
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve((app) => cors(edge(app))).pipe(
     Layer.provide(HttpApiLive),
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,

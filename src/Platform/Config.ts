@@ -73,6 +73,19 @@ const urlList = (name: string) =>
     })
   )
 
+/** An origin as browsers send it (`https://app.example`, `http://localhost:3000`), or undefined. */
+const originOf = (text: string): string | undefined => {
+  try {
+    const url = new URL(text)
+    if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
+    if (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "" || (url.pathname !== "/" && url.pathname !== "")) return undefined
+    if (!/^[a-z][a-z0-9+.-]*:\/\/[^/]+\/?$/i.test(text)) return undefined
+    return url.origin
+  } catch {
+    return undefined
+  }
+}
+
 export interface AppConfigShape {
   readonly port: number
   readonly host: string
@@ -107,6 +120,12 @@ export interface AppConfigShape {
   readonly metricsPort: Option.Option<number>
   /** ATTESTD_FAST_LANE: serve POST /attest and /verify through the fast lane (default on; "off" turns it off). */
   readonly fastLane: boolean
+  /**
+   * ATTESTD_CORS_ORIGINS: comma-separated origins (`https://app.example`) whose browser pages may call
+   * the authenticated routes (their preflight allows Authorization). Public routes answer any origin
+   * with `Access-Control-Allow-Origin: *` either way. Default: none.
+   */
+  readonly corsOrigins: ReadonlyArray<string>
 }
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
@@ -196,6 +215,20 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   fastLane: Config.literal("on", "off")("ATTESTD_FAST_LANE").pipe(
     Config.withDefault("on" as const),
     Config.map((v) => v === "on")
+  ),
+  corsOrigins: Config.string("ATTESTD_CORS_ORIGINS").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((raw) => {
+      const origins: Array<string> = []
+      for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+        const origin = originOf(part)
+        if (origin === undefined) {
+          return Either.left(ConfigError.InvalidData(["ATTESTD_CORS_ORIGINS"], `not an origin (scheme://host[:port]): ${part}`))
+        }
+        origins.push(origin)
+      }
+      return Either.right(origins)
+    })
   )
 }).pipe(
   Config.mapOrFail((c) => {
@@ -258,6 +291,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     fastLane: true,
+    corsOrigins: [],
     ...overrides
   })
 }

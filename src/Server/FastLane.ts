@@ -68,7 +68,8 @@ export type FastRoutes = Readonly<Partial<Record<FastRouteKey, NodeHandler>>>
 
 /** The fast entry for a request, or undefined when the HttpApi stack serves it. */
 export const fastRouteOf = (routes: FastRoutes, req: IncomingMessage): NodeHandler | undefined => {
-  if (req.headers["content-length"] === undefined) return undefined
+  // cross-origin requests take the HttpApi path, where the CORS middleware is (Http/Cors.ts)
+  if (req.headers["content-length"] === undefined || req.headers["origin"] !== undefined) return undefined
   return routes[`${req.method} ${routePathOf(req.url ?? "/")}` as FastRouteKey]
 }
 

@@ -2,8 +2,11 @@
 // npm run build:binary → dist/attestd: a Node single executable application (issue 14 §2).
 // The CommonJS bundle (scripts/bundle.mjs --sea) is the main script; better-sqlite3's addon
 // and the browser verifier page (dist/verifier/page.html, built by npm run build) are assets.
+// The addon's SHA-256 is compiled into the bundle: at run time the file written to disk is
+// loaded only when it has exactly that hash (src/Platform/NativeAddon.ts).
 import { execFileSync } from "node:child_process"
-import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -14,10 +17,12 @@ const dist = join(ROOT, "dist")
 const work = join(dist, "sea")
 mkdirSync(work, { recursive: true })
 
-execFileSync(process.execPath, [join(ROOT, "scripts", "bundle.mjs"), "--sea"], { stdio: "inherit" })
-
 const addon = join(dirname(require.resolve("better-sqlite3/package.json")), "build", "Release", "better_sqlite3.node")
 if (!existsSync(addon)) throw new Error(`better-sqlite3 addon not found at ${addon}: run npm install`)
+const addonSha256 = createHash("sha256").update(readFileSync(addon)).digest("hex")
+
+execFileSync(process.execPath, [join(ROOT, "scripts", "bundle.mjs"), "--sea", `--sqlite-addon-sha256=${addonSha256}`], { stdio: "inherit" })
+
 const assets = { "better_sqlite3.node": addon }
 const page = join(dist, "verifier", "page.html")
 if (!existsSync(page)) throw new Error(`${page} is missing: npm run build builds it`)

@@ -2,8 +2,10 @@
 // Bundles the CLI with esbuild (issue 14 §2), so a command loads one file instead of
 // ~2,000 modules:
 //   node scripts/bundle.mjs          dist/cli.mjs  (ESM; better-sqlite3 stays a package: npx attestd)
-//   node scripts/bundle.mjs --sea    dist/sea/attestd.cjs (CommonJS, for the single executable;
-//                                    better-sqlite3's addon comes from a SEA asset, see src/Platform/NativeSqlite.ts)
+//   node scripts/bundle.mjs --sea --sqlite-addon-sha256=HEX
+//                                    dist/sea/attestd.cjs (CommonJS, for the single executable;
+//                                    better-sqlite3's addon comes from a SEA asset whose SHA-256
+//                                    scripts/build-binary.mjs passes in, see src/Platform/NativeAddon.ts)
 import { build } from "esbuild"
 import { readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -12,6 +14,10 @@ import { fileURLToPath } from "node:url"
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..")
 const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version
 const sea = process.argv.includes("--sea")
+const sqliteAddonSha256 = process.argv.find((a) => a.startsWith("--sqlite-addon-sha256="))?.slice("--sqlite-addon-sha256=".length)
+if (sea && !/^[0-9a-f]{64}$/.test(sqliteAddonSha256 ?? "")) {
+  throw new Error("--sea needs --sqlite-addon-sha256=<hex SHA-256 of the embedded better_sqlite3.node> (scripts/build-binary.mjs passes it)")
+}
 
 const common = {
   entryPoints: [join(ROOT, "src", "bin.ts")],
@@ -28,30 +34,13 @@ const common = {
 }
 
 // In the single executable, better-sqlite3's addon is the SEA asset "better_sqlite3.node":
-// written once to the temp dir (named by its SHA-256), loaded with process.dlopen, and
-// handed to every Database through better-sqlite3's own nativeBinding option.
+// src/Platform/NativeAddon.ts writes it to the user's own directory, checks it against the
+// SHA-256 recorded here, loads it, and every Database gets it through better-sqlite3's own
+// nativeBinding option.
 const SEA_BANNER = `
-const __attestd_import_meta_url = require("node:url").pathToFileURL(process.execPath).href;
-globalThis.__attestdSqliteBinding = (() => {
-  let addon;
-  return () => {
-    if (addon !== undefined) return addon;
-    const sea = require("node:sea"), fs = require("node:fs"), os = require("node:os"), path = require("node:path"), crypto = require("node:crypto");
-    const bytes = Buffer.from(sea.getAsset("better_sqlite3.node"));
-    const digest = crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16);
-    const dir = path.join(os.tmpdir(), "attestd-native");
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-    const file = path.join(dir, "better_sqlite3-" + digest + ".node");
-    if (!fs.existsSync(file)) {
-      const partial = file + "." + process.pid;
-      fs.writeFileSync(partial, bytes, { mode: 0o500 });
-      fs.renameSync(partial, file);
-    }
-    const m = { exports: {} };
-    process.dlopen(m, file);
-    return (addon = m.exports);
-  };
-})();`
+const __attestd_import_meta_url = require("node:url").pathToFileURL(process.execPath).href;`
+
+const NATIVE_ADDON = join(ROOT, "src", "Platform", "NativeAddon.ts")
 
 const nativeBindingFromSea = {
   name: "better-sqlite3-native-binding-from-sea",
@@ -61,7 +50,11 @@ const nativeBindingFromSea = {
       const from = "const nativeBinding = 'nativeBinding' in options ? options.nativeBinding : null;"
       if (!source.includes(from)) throw new Error("better-sqlite3/lib/database.js changed: update scripts/bundle.mjs")
       return {
-        contents: source.replace(from, "const nativeBinding = 'nativeBinding' in options ? options.nativeBinding : globalThis.__attestdSqliteBinding();"),
+        contents: source.replace(
+          from,
+          `const nativeBinding = 'nativeBinding' in options ? options.nativeBinding : require(${JSON.stringify(NATIVE_ADDON)}).seaSqliteBinding();`
+        ),
+        resolveDir: dirname(args.path),
         loader: "js"
       }
     })
@@ -84,7 +77,11 @@ if (sea) {
     ...common,
     format: "cjs",
     outfile: join(ROOT, "dist", "sea", "attestd.cjs"),
-    define: { ...common.define, "import.meta.url": "__attestd_import_meta_url" },
+    define: {
+      ...common.define,
+      "import.meta.url": "__attestd_import_meta_url",
+      __ATTESTD_SQLITE_ADDON_SHA256__: JSON.stringify(sqliteAddonSha256)
+    },
     banner: { js: SEA_BANNER },
     external: [],
     plugins: [nativeBindingFromSea, noOptionalNative]

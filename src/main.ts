@@ -17,12 +17,15 @@ import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
+import { apiRoutes, matchRoute } from "./Server/Routes.js"
+import { corsHeaders, type CorsPolicy, PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
 import { VerifierPageLive } from "./Info/VerifierPage.js"
 import { AppConfig, type AppConfigShape } from "./Platform/Config.js"
 import { DatabaseLive, dialectOf } from "./Platform/Sql.js"
+import { makePrivateDir } from "./Platform/PrivateFiles.js"
 import { Signer } from "./Platform/Signer.js"
 import { TsaClient, layerDemo as TsaDemo, layerHttp as TsaHttp } from "./Platform/Tsa/TsaClient.js"
 import { ProofsLive } from "./Sealing/Http.js"
@@ -145,7 +148,8 @@ export const HttpApiLive = Layer.mergeAll(
   HttpApiSwagger.layer({ path: "/docs" }),
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
   VerifierPageLive,
-  ApiErrorsLive
+  ApiErrorsLive,
+  PreflightLive
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
@@ -167,19 +171,30 @@ export const WorkersLive = Layer.scopedDiscard(
   })
 )
 
+/** The data dir (signing keys, the demo TSA, the SQLite file): made 0700 before anything is written there. */
+const DataDirLive = (config: AppConfigShape) => Layer.effectDiscard(Effect.try(() => makePrivateDir(config.dataDir)).pipe(Effect.orDie))
+
 /** Services, database and configuration, plus the background workers unless disabled. */
 export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
   (options.workers === false ? Layer.empty : WorkersLive).pipe(
     Layer.provideMerge(ServicesLive(config)),
     Layer.provideMerge(DatabaseLive(config, { migrate: options.migrate ?? true })),
+    Layer.provideMerge(DataDirLive(config)),
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
+
+/** Cross-origin access: public routes for any origin, keyed ones for ATTESTD_CORS_ORIGINS (Http/Cors.ts). */
+const corsPolicy = (config: AppConfigShape): CorsPolicy => {
+  const routes = apiRoutes()
+  return { origins: config.corsOrigins, keyedRoute: (method, path) => matchRoute(routes, method, path)?.route.keyed === true }
+}
 
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const tracing = process.env.ATTESTD_TRACING === "1"
   const drainer = makeDrainer()
-  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
+  const cors = corsHeaders(corsPolicy(config))
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve((app) => cors(edge(app))).pipe(
     Layer.provide(HttpApiLive),
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,

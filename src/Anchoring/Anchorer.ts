@@ -26,11 +26,12 @@ import {
 import { formatMillis } from "../Domain/Time.js"
 import { headerBytes, meetsTarget, parseHeader } from "../Domain/BitcoinHeader.js"
 import { BitcoinHeaderSources } from "../Platform/Bitcoin/HeaderSources.js"
-import { HealthChecks, type CheckResult } from "../Platform/HealthChecks.js"
+import { HealthChecks, reasonOf, type CheckResult, type WorkerHealth } from "../Platform/HealthChecks.js"
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig } from "../Platform/Config.js"
 import { exclusively } from "../Platform/Locks.js"
+import { redactUrl, redactUrls } from "../Platform/RedactUrl.js"
 import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 
 const ANCHOR_LOCK = 727003
@@ -60,11 +61,14 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
     yield* health.register({
       probe: { name: "calendars", check: Effect.sync(() => calendarStatus) },
     })
+    // the workers' own records: failing past two of their windows makes health degraded
+    const anchoring = yield* health.worker("anchoring", config.anchorInterval)
+    const upgrading = yield* health.worker("upgrading", config.otsUpgradeInterval)
     yield* health.register({
       probe: { name: "bitcoin", check: Effect.sync(() => bitcoinStatus) },
       features: ["t2_opentimestamps", ...(calendar.simulated ? ["t2_simulated_calendar"] : [])],
       tier: ["T2", {
-        calendars: calendar.urls,
+        calendars: redactUrls(calendar.urls),
         simulated: calendar.simulated,
         ...(calendar.simulated ? { note: SIMULATED_CALENDAR_LABEL } : {}),
         anchor_interval_ms: Duration.toMillis(config.anchorInterval),
@@ -86,7 +90,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
             Effect.as(true),
             Effect.catchTag("CalendarError", (e) =>
               Effect.zipRight(
-                Effect.logWarning(`calendar ${s.calendarUrl} refused daily root ${day.id}: ${e.message}`),
+                Effect.logWarning(`calendar ${redactUrl(s.calendarUrl)} refused daily root ${day.id}: ${e.message}`),
                 Effect.as(Effect.flatMap(now, (at) => repo.recordFailure(day.id, s.calendarUrl, e.message, at)), false)
               ))
           ),
@@ -111,6 +115,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
         const results = yield* submitPending(day, yield* Effect.orDie(repo.submissions(dailyRootId)))
         const submitted = results.filter((r) => r).length
         calendarStatus = submitted > 0 ? "ok" : "degraded"
+        yield* (submitted > 0 ? anchoring.succeeded : anchoring.failed(`no calendar accepted daily root ${dailyRootId}`))
         yield* Effect.logInfo(
           `daily root ${dailyRootId} over ${batches.length} batch(es): ${tree.rootHex}; ${submitted}/${results.length} calendar(s) answered`
         )
@@ -151,19 +156,24 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       const open = yield* Effect.orDie(repo.openRoots)
       let confirmed = 0
       let degraded = false
+      let unheld = 0
+      let upgradeFailures = 0
       let headerProblem: string | null = null
       for (const day of open) {
         const subs = yield* Effect.orDie(repo.submissions(day.id))
         if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs)
         const pending = (yield* Effect.orDie(repo.submissions(day.id))).filter((s) => s.timestamp !== null)
-        if (pending.length === 0) degraded = true // no calendar holds this day yet
+        if (pending.length === 0) {
+          degraded = true // no calendar holds this day yet
+          unheld++
+        }
         const upgrades = yield* Effect.forEach(
           pending,
           (s) =>
             upgradeSubmission(day, s).pipe(
               Effect.map((r) => ({ s, ...r })),
               Effect.catchAll((e) =>
-                Effect.as(Effect.logWarning(`upgrade from ${s.calendarUrl} failed: ${e.message}`), undefined)
+                Effect.as(Effect.logWarning(`upgrade from ${redactUrl(s.calendarUrl)} failed: ${e.message}`), undefined)
               )
             ),
           { concurrency: "unbounded" }
@@ -177,7 +187,10 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
           const [btc] = bitcoinAttestations(u.ts, hexToBytes(day.root))
           if (btc && (!anchor || btc.height < anchor.height)) anchor = { height: btc.height, merkleRoot: bytesToHex(btc.commitment) }
         }
-        if (upgrades.some((u) => u === undefined)) degraded = true
+        if (upgrades.some((u) => u === undefined)) {
+          degraded = true
+          upgradeFailures++
+        }
         if (anchor) {
           const checked = yield* checkedHeader(anchor)
           if (typeof checked === "string") {
@@ -191,6 +204,15 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
         }
       }
       if (open.length > 0) calendarStatus = degraded ? "degraded" : "ok"
+      if (open.length > 0) {
+        yield* (unheld > 0 ? anchoring.failed(`no calendar holds ${unheld} daily root(s)`) : anchoring.succeeded)
+      }
+      const upgradeProblem = upgradeFailures > 0
+        ? `calendar upgrades failed for ${upgradeFailures} daily root(s)`
+        : headerProblem !== null
+        ? `Bitcoin header check: ${headerProblem}`
+        : undefined
+      yield* (upgradeProblem !== undefined ? upgrading.failed(upgradeProblem) : upgrading.succeeded)
       if (open.length > 0 || headerProblem !== null) {
         bitcoinStatus = headerProblem === null ? "ok" : "degraded"
         bitcoinDetail.last_error = headerProblem
@@ -203,8 +225,12 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
 
     const upgradeExclusively = Effect.map(exclusively(UPGRADE_LOCK, upgradeOnce), Option.getOrElse(() => ({ open: 0, confirmed: 0 })))
 
-    const logged = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>) =>
-      Effect.catchAllCause(effect, (cause) => Effect.logWarning(`${what} failed; retrying next time`, cause))
+    const logged = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, worker: WorkerHealth) =>
+      Effect.catchAllCause(effect, (cause) =>
+        Effect.zipRight(
+          worker.failed(`${what} failed: ${reasonOf(cause)}`),
+          Effect.logWarning(`${what} failed; retrying next time`, cause)
+        ))
 
     const anchorLoop = Effect.gen(function*() {
       const interval = Duration.toMillis(config.anchorInterval)
@@ -212,14 +238,14 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
         const t = yield* Clock.currentTimeMillis
         const boundary = (Math.floor(t / interval) + 1) * interval
         yield* Effect.sleep(Duration.millis(boundary - t))
-        yield* logged("anchoring", anchorExclusively(boundary))
+        yield* logged("anchoring", anchorExclusively(boundary), anchoring)
       }
     })
 
     const upgradeLoop = Effect.gen(function*() {
       while (true) {
         yield* Effect.sleep(config.otsUpgradeInterval)
-        yield* logged("OTS upgrade", upgradeExclusively)
+        yield* logged("OTS upgrade", upgradeExclusively, upgrading)
       }
     })
 

@@ -10,6 +10,7 @@ import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar
 import { OTS_CONTENT_TYPE } from "./Api.js"
 import { AnchorProofs } from "./Proofs.js"
 import { SimulatedChain } from "../Platform/Calendar/SimulatedChain.js"
+import { redactUrl } from "../Platform/RedactUrl.js"
 
 const notAnchored = (a: Attestation) =>
   new NotFound({ message: `attestation ${a.id} is not in a daily root yet (level ${a.level})`, details: { level: a.level } })
@@ -33,7 +34,7 @@ export const AnchorsLive = HttpApiBuilder.group(Api, "anchors", (handlers) =>
             daily_root: v.day.root,
             t1_to_t2_proof: v.t1ToT2Proof,
             calendars: v.submissions.map((s) => ({
-              url: s.calendarUrl,
+              url: redactUrl(s.calendarUrl),
               status: s.status,
               submitted_at: s.submittedAt,
               attempts: s.attempts,

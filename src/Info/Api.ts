@@ -25,9 +25,17 @@ export const InfoResponse = Schema.Struct({
   assurance_notice: Schema.String
 }).annotations({ identifier: "InfoResponse" })
 
+export const HealthCheckDetail = Schema.Struct({
+  status: Schema.Literal("ok", "degraded", "unhealthy"),
+  reason: Schema.String,
+  since: Schema.String.annotations({ description: "when the run of failures began" })
+}).annotations({ identifier: "HealthCheckDetail" })
+
 export const HealthResponse = Schema.Struct({
-  status: Schema.Literal("ok", "unhealthy"),
-  checks: Schema.Record({ key: Schema.String, value: Schema.String })
+  status: Schema.Literal("ok", "degraded", "unhealthy").annotations({
+    description: "degraded (still HTTP 200): a background worker (sealing, anchoring, upgrading) has failed for longer than two of its windows; its check says why and since when"
+  }),
+  checks: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, HealthCheckDetail) })
 }).annotations({ identifier: "HealthResponse" })
 
 export const StatsResponse = Schema.Struct({

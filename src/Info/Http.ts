@@ -74,9 +74,9 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           assurance_notice: ASSURANCE_NOTICE
         })))
       .handle("healthz", () =>
-        Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, checks: { timeout: "unhealthy" } }))), ({ ok, checks }) =>
+        Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, degraded: false, checks: { timeout: "unhealthy" } }))), ({ ok, degraded, checks }) =>
           ok
-            ? { status: "ok" as const, checks }
+            ? { status: degraded ? "degraded" as const : "ok" as const, checks }
             // Kept raw: the 503 body is the error envelope plus the probe's own `status` and `checks` at the top
             // level (what load balancers and the README read), which ServiceUnavailableEnvelope cannot carry.
             : HttpServerResponse.unsafeJson(

@@ -10,13 +10,18 @@
  *
  * On Postgres the database is not copied (use pg_dump, README "Backups"); the
  * data-dir files still are, they are not in the database.
+ *
+ * A backup holds signing keys, webhook secrets and claim data: its directories are
+ * 0700 and its files 0600, whatever the umask (PrivateFiles.ts), and so is what a
+ * restore writes into the data dir.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, ParseResult, Schema } from "effect"
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
+import { cpSync, existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative, resolve } from "node:path"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import type { AppConfigShape } from "./Config.js"
+import { makeNewPrivateDir, makePrivateDir, PRIVATE_FILE_MODE, restrictFile } from "./PrivateFiles.js"
 import { dialectOf, layerFromUrl, sqlitePath } from "./Sql.js"
 
 export const BACKUP_FORMAT = "attestd-backup/1"
@@ -47,6 +52,16 @@ const readManifest = (path: string) =>
 
 const isEmptyDir = (dir: string) => !existsSync(dir) || (statSync(dir).isDirectory() && readdirSync(dir).length === 0)
 
+/** A synchronous file-system step as an Effect: its Error (a clear message) is the failure. */
+const fsStep = <A>(step: () => A) => Effect.try({ try: step, catch: (e) => (e instanceof Error ? e : new Error(String(e))) })
+
+/** Copies one file and makes the copy 0600 (its directory made 0700 if missing). */
+const copyPrivate = (from: string, to: string) => {
+  makePrivateDir(dirname(to))
+  cpSync(from, to, { preserveTimestamps: true })
+  restrictFile(to)
+}
+
 /** The database file to copy or restore: none for an in-memory database. */
 const sqliteFile = (url: string) => {
   const path = sqlitePath(url)
@@ -74,13 +89,17 @@ export const backup = (config: AppConfigShape, to: string) =>
   Effect.gen(function*() {
     const target = resolve(to)
     if (!isEmptyDir(target)) return yield* Effect.fail(new Error(`backup target ${target} exists and is not an empty directory`))
+    // Its parents made first (0700), so a target that cannot be written is refused before any work.
+    yield* fsStep(() => makePrivateDir(dirname(target))).pipe(
+      Effect.mapError((e) => new Error(`backup target ${target}: ${e.message}`))
+    )
     const store = dialectOf(config.databaseUrl)
     const dbFile = store === "sqlite" ? sqliteFile(config.databaseUrl) : undefined
     if (store === "sqlite" && dbFile === undefined) return yield* Effect.fail(new Error("an in-memory database has nothing to back up"))
     if (dbFile !== undefined && !existsSync(dbFile)) return yield* Effect.fail(new Error(`no database at ${dbFile}`))
     // Written beside the target and renamed at the end: a target that exists is a complete backup.
     const partial = join(dirname(target), `.${basename(target)}.partial-${process.pid}`)
-    mkdirSync(partial, { recursive: true })
+    yield* fsStep(() => makeNewPrivateDir(partial)).pipe(Effect.mapError((e) => new Error(`backup target ${target}: ${e.message}`)))
     if (dbFile !== undefined) {
       yield* Effect.logInfo(`backup: copying the database ${dbFile} (online, VACUUM INTO)`)
       yield* Effect.gen(function*() {
@@ -88,12 +107,12 @@ export const backup = (config: AppConfigShape, to: string) =>
         yield* sql.unsafe("PRAGMA busy_timeout = 10000")
         yield* sql.unsafe("VACUUM INTO ?", [join(partial, DB_FILE)])
       }).pipe(Effect.provide(layerFromUrl(config.databaseUrl)))
+      yield* fsStep(() => restrictFile(join(partial, DB_FILE)))
     }
     const files = dataDirFiles(resolve(config.dataDir), dbFile)
-    for (const f of files) {
-      mkdirSync(dirname(join(partial, f)), { recursive: true })
-      cpSync(join(config.dataDir, f), join(partial, f), { preserveTimestamps: true })
-    }
+    yield* fsStep(() => {
+      for (const f of files) copyPrivate(join(config.dataDir, f), join(partial, f))
+    })
     const manifest: Manifest = {
       format: BACKUP_FORMAT,
       version: SERVICE_VERSION,
@@ -102,9 +121,12 @@ export const backup = (config: AppConfigShape, to: string) =>
       database_file: dbFile === undefined ? null : DB_FILE,
       files
     }
-    writeFileSync(join(partial, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n")
-    if (existsSync(target)) renameSync(target, `${partial}.empty`) // an empty target dir: replace it
-    renameSync(partial, target)
+    yield* fsStep(() => {
+      writeFileSync(join(partial, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n", { mode: PRIVATE_FILE_MODE })
+      restrictFile(join(partial, "manifest.json"))
+      if (existsSync(target)) renameSync(target, `${partial}.empty`) // an empty target dir: replace it
+      renameSync(partial, target)
+    })
     yield* Effect.logInfo(`backup: ${files.length} data-dir file(s)${dbFile === undefined ? "" : " and the database"} written to ${target}`)
     return { to: target, ...manifest }
   })
@@ -125,13 +147,12 @@ export const restore = (config: AppConfigShape, from: string) =>
     if (dbFile !== undefined && existsSync(dbFile)) return yield* Effect.fail(new Error(`a database already exists at ${dbFile}`))
     for (const f of manifest.files) {
       if (f.startsWith("..") || resolve(dataDir, f) !== join(dataDir, f)) return yield* Effect.fail(new Error(`bad path in manifest: ${f}`))
-      mkdirSync(dirname(join(dataDir, f)), { recursive: true })
-      cpSync(join(source, f), join(dataDir, f), { preserveTimestamps: true })
     }
-    if (dbFile !== undefined && manifest.database_file !== null) {
-      mkdirSync(dirname(dbFile), { recursive: true })
-      cpSync(join(source, manifest.database_file), dbFile)
-    }
+    yield* fsStep(() => {
+      makePrivateDir(dataDir)
+      for (const f of manifest.files) copyPrivate(join(source, f), join(dataDir, f))
+      if (dbFile !== undefined && manifest.database_file !== null) copyPrivate(join(source, manifest.database_file), dbFile)
+    })
     yield* Effect.logInfo(`restore: ${manifest.files.length} data-dir file(s)${dbFile === undefined ? "" : " and the database"} restored from ${source}`)
     return { from: source, data_dir: dataDir, database: dbFile ?? null, files: manifest.files.length }
   })

@@ -4,6 +4,7 @@
  */
 import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import { parseTrustProxy, type TrustProxy } from "./ClientAddress.js"
+import { redactUrls } from "./RedactUrl.js"
 
 export type Mode = "demo" | "production"
 export type Environment = "test" | "production"
@@ -68,9 +69,22 @@ const urlList = (name: string) =>
       })
       return bad.length === 0
         ? Either.right(urls)
-        : Either.left(ConfigError.InvalidData([name], `not an http(s) URL: ${bad.join(", ")}`))
+        : Either.left(ConfigError.InvalidData([name], `not an http(s) URL: ${redactUrls(bad).join(", ")}`))
     })
   )
+
+/** An origin as browsers send it (`https://app.example`, `http://localhost:3000`), or undefined. */
+const originOf = (text: string): string | undefined => {
+  try {
+    const url = new URL(text)
+    if (url.protocol !== "http:" && url.protocol !== "https:") return undefined
+    if (url.username !== "" || url.password !== "" || url.search !== "" || url.hash !== "" || (url.pathname !== "/" && url.pathname !== "")) return undefined
+    if (!/^[a-z][a-z0-9+.-]*:\/\/[^/]+\/?$/i.test(text)) return undefined
+    return url.origin
+  } catch {
+    return undefined
+  }
+}
 
 export interface AppConfigShape {
   readonly port: number
@@ -104,6 +118,12 @@ export interface AppConfigShape {
   readonly defaultRateLimit: number
   /** ATTESTD_METRICS_PORT: the Prometheus listener (none when unset; 0: any free port). */
   readonly metricsPort: Option.Option<number>
+  /**
+   * ATTESTD_CORS_ORIGINS: comma-separated origins (`https://app.example`) whose browser pages may call
+   * the authenticated routes (their preflight allows Authorization). Public routes answer any origin
+   * with `Access-Control-Allow-Origin: *` either way. Default: none.
+   */
+  readonly corsOrigins: ReadonlyArray<string>
 }
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
@@ -189,7 +209,21 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   defaultRateLimit: Config.integer("ATTESTD_DEFAULT_RATE_LIMIT").pipe(Config.withDefault(1000)),
   metricsPort: Config.option(Config.integer("ATTESTD_METRICS_PORT").pipe(
     Config.validate({ message: "ATTESTD_METRICS_PORT must be 0..65535", validation: (p) => p >= 0 && p <= 65535 })
-  ))
+  )),
+  corsOrigins: Config.string("ATTESTD_CORS_ORIGINS").pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((raw) => {
+      const origins: Array<string> = []
+      for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+        const origin = originOf(part)
+        if (origin === undefined) {
+          return Either.left(ConfigError.InvalidData(["ATTESTD_CORS_ORIGINS"], `not an origin (scheme://host[:port]): ${part}`))
+        }
+        origins.push(origin)
+      }
+      return Either.right(origins)
+    })
+  )
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -197,6 +231,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         ConfigError.MissingData(
           ["ATTESTD_TSA_URL", "ATTESTD_OTS_CALENDARS"],
           "production mode refuses to start without ATTESTD_TSA_URL and ATTESTD_OTS_CALENDARS"
+        )
+      )
+    }
+    if (c.mode === "production" && Option.isNone(c.tsaCaFile)) {
+      return Either.left(
+        ConfigError.MissingData(
+          ["ATTESTD_TSA_CA_FILE"],
+          "production mode refuses to start without ATTESTD_TSA_CA_FILE (PEM trust anchors): every T1 token is validated against them before it is stored"
         )
       )
     }
@@ -242,6 +284,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     scanMaxHashes: 50_000,
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
+    corsOrigins: [],
     ...overrides
   })
 }

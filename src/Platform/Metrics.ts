@@ -14,7 +14,9 @@ import { createHash } from "node:crypto"
 import { createServer, type Server } from "node:http"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { AppConfig } from "./Config.js"
+import { HealthChecks } from "./HealthChecks.js"
 import { Signer } from "./Signer.js"
+import { redactUrl } from "./RedactUrl.js"
 import { parseTimeStampToken } from "./Tsa/Rfc3161.js"
 
 const seconds = (start: number, factor: number, count: number) =>
@@ -94,6 +96,9 @@ const awaitingBitcoinAge = Metric.gauge("attestd_t1_oldest_awaiting_bitcoin_age_
 const webhookBacklog = Metric.gauge("attestd_webhook_backlog", {
   description: "Webhook deliveries pending or waiting for a retry, plus events not yet fanned out."
 })
+const workerDegraded = Metric.gauge("attestd_worker_degraded", {
+  description: "1 while a background worker (sealing, anchoring, upgrading) has failed for longer than two of its windows (GET /v1/healthz says degraded), else 0."
+})
 const tsaCertExpiry = Metric.gauge("attestd_tsa_certificate_expiry_days", {
   description: "Days until the earliest-expiring certificate in the latest token from each TSA expires."
 })
@@ -167,6 +172,9 @@ export const refreshGauges = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const signer = yield* Signer
   const now = yield* Clock.currentTimeMillis
+  for (const w of yield* Effect.flatMap(HealthChecks, (h) => h.workerStates)) {
+    workerDegraded.unsafeUpdate(w.degraded ? 1 : 0, labels({ worker: w.name }))
+  }
   buildInfo.unsafeUpdate(1, labels({ version: SERVICE_VERSION, node: process.version }))
   signingKeyInfo.unsafeUpdate(1, labels({ kid: signer.currentKid }))
 
@@ -206,7 +214,7 @@ export const refreshGauges = Effect.gen(function*() {
         continue
       }
     }
-    tsaCertExpiry.unsafeUpdate((cached.notAfter - now) / 86_400_000, labels({ tsa: row.tsa_provider }))
+    tsaCertExpiry.unsafeUpdate((cached.notAfter - now) / 86_400_000, labels({ tsa: redactUrl(row.tsa_provider) }))
   }
 })
 
@@ -268,7 +276,7 @@ export class MetricsListener extends Context.Tag("Platform/MetricsListener")<Met
 export const MetricsServerLive = Layer.scoped(MetricsListener, Effect.gen(function*() {
   const config = yield* AppConfig
   if (Option.isNone(config.metricsPort)) return { port: Option.none<number>() }
-  const runtime = yield* Effect.runtime<SqlClient.SqlClient | Signer>()
+  const runtime = yield* Effect.runtime<SqlClient.SqlClient | Signer | HealthChecks>()
   const run = Runtime.runPromise(runtime)
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]
@@ -304,8 +312,8 @@ export const meteredTsa = <S extends { readonly timestamp: (d: Uint8Array) => Ef
   timestamp: (digest: Uint8Array) =>
     timed(tsa.timestamp(digest).pipe(
       Effect.tapBoth({
-        onSuccess: (stamp) => Effect.sync(() => inc(tsaRequests, { tsa: stamp.provider, outcome: "ok" })),
-        onFailure: (e) => Effect.sync(() => e.attempts.forEach((a) => inc(tsaRequests, { tsa: a.url, outcome: "error" })))
+        onSuccess: (stamp) => Effect.sync(() => inc(tsaRequests, { tsa: redactUrl(stamp.provider), outcome: "ok" })),
+        onFailure: (e) => Effect.sync(() => e.attempts.forEach((a) => inc(tsaRequests, { tsa: redactUrl(a.url), outcome: "error" })))
       })
     ), (outcome, s) => observe(tsaDuration, s, { outcome }))
 })
@@ -318,12 +326,12 @@ export const meteredCalendar = <S extends {
   ...calendar,
   submit: (url: string, digest: Uint8Array) =>
     calendar.submit(url, digest).pipe(Effect.tapBoth({
-      onSuccess: () => Effect.sync(() => inc(calendarSubmissions, { calendar: url, outcome: "ok" })),
-      onFailure: () => Effect.sync(() => inc(calendarSubmissions, { calendar: url, outcome: "error" }))
+      onSuccess: () => Effect.sync(() => inc(calendarSubmissions, { calendar: redactUrl(url), outcome: "ok" })),
+      onFailure: () => Effect.sync(() => inc(calendarSubmissions, { calendar: redactUrl(url), outcome: "error" }))
     })),
   upgrade: (url: string, commitment: Uint8Array) =>
     calendar.upgrade(url, commitment).pipe(Effect.tapBoth({
-      onSuccess: (r) => Effect.sync(() => inc(calendarUpgrades, { calendar: url, outcome: r === null ? "pending" : "upgraded" })),
-      onFailure: () => Effect.sync(() => inc(calendarUpgrades, { calendar: url, outcome: "error" }))
+      onSuccess: (r) => Effect.sync(() => inc(calendarUpgrades, { calendar: redactUrl(url), outcome: r === null ? "pending" : "upgraded" })),
+      onFailure: () => Effect.sync(() => inc(calendarUpgrades, { calendar: redactUrl(url), outcome: "error" }))
     }))
 })

@@ -75,6 +75,20 @@ const readBody = (stream: Stream.Stream<Uint8Array, unknown>, declared: string |
     return concatBytes(...chunks)
   })
 
+/**
+ * `base` with `suffix` appended to its path: a query the operator configured (an API
+ * token, say) stays at the end, where the server looks for it.
+ */
+export const appendPath = (base: string, suffix: string): string => {
+  try {
+    const url = new URL(base)
+    url.pathname = url.pathname.replace(/\/+$/, "") + suffix
+    return url.search === "" && url.hash === "" && !base.includes("?") ? base.replace(/\/+$/, "") + suffix : url.toString()
+  } catch {
+    return base.replace(/\/+$/, "") + suffix
+  }
+}
+
 /** One request under `policy`: the status and the body read up to the cap. */
 export const exchange = (
   request: HttpClientRequest.HttpClientRequest,

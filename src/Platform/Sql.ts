@@ -6,9 +6,8 @@ import { Migrator, SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { mkdirSync } from "node:fs"
-import { dirname } from "node:path"
 import { migrations } from "./migrations/index.js"
+import { prepareSqliteFile } from "./PrivateFiles.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -41,7 +40,8 @@ export const WAL_AUTOCHECKPOINT_PAGES = 10_000
 
 const sqliteLayer = (url: string) => {
   const filename = sqlitePath(url)
-  if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+  // webhook secrets and claim data: 0600 in a 0700 directory, whatever the umask
+  if (filename !== ":memory:") prepareSqliteFile(filename)
   const pragmas = Layer.effectDiscard(
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

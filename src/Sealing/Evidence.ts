@@ -2,6 +2,7 @@
 import { Effect, Layer } from "effect"
 import { SealedEvidence } from "../Attestations/Evidence.js"
 import type { Attestation } from "../Attestations/Domain.js"
+import { redactUrl } from "../Platform/RedactUrl.js"
 import { SealingRepo } from "./Repo.js"
 
 export const SealedEvidenceLive = Layer.effect(
@@ -19,7 +20,8 @@ export const SealedEvidenceLive = Layer.effect(
             batchId: batch.id,
             merkleRoot: batch.merkleRoot,
             merkleProof: proof,
-            tsaProvider: batch.tsaProvider,
+            // batches sealed before providers were stored redacted may hold a query
+            tsaProvider: redactUrl(batch.tsaProvider),
             tsaTimestamp: batch.tsaGenTime,
             tsaToken: Buffer.from(batch.tsaToken).toString("base64")
           }

@@ -6,6 +6,7 @@ import { findAttestation } from "../Attestations/Find.js"
 import type { Attestation } from "../Attestations/Domain.js"
 import { NotFound } from "../Domain/Errors.js"
 import { parseTimeStampToken } from "../Platform/Tsa/Rfc3161.js"
+import { redactUrl } from "../Platform/RedactUrl.js"
 import { SealingRepo } from "./Repo.js"
 
 /** The attestation's batch, or 404 while it is still at T0. */
@@ -31,7 +32,7 @@ export const ProofsLive = HttpApiBuilder.group(Api, "proofs", (handlers) =>
             id: a.id,
             batch_id: batch.id,
             merkle_root: batch.merkleRoot,
-            tsa_provider: batch.tsaProvider,
+            tsa_provider: redactUrl(batch.tsaProvider),
             tsa_timestamp: batch.tsaGenTime,
             tsa_token: Buffer.from(batch.tsaToken).toString("base64")
           }

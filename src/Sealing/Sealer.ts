@@ -8,8 +8,7 @@
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
 import { buildTree } from "./MerkleBuilder.js"
 import { formatMillis } from "../Domain/Time.js"
-import type { CheckResult } from "../Platform/HealthChecks.js"
-import { HealthChecks } from "../Platform/HealthChecks.js"
+import { type CheckResult, HealthChecks, reasonOf } from "../Platform/HealthChecks.js"
 import { exclusively } from "../Platform/Locks.js"
 import { AppConfig } from "../Platform/Config.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
@@ -33,6 +32,8 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
     let tsaStatus: CheckResult = "ok"
     let lastError: string | undefined
 
+    // the worker's own record: failing past two windows makes health degraded
+    const sealing = yield* health.worker("sealing", config.sealInterval)
     yield* health.register({
       probe: { name: "tsa", check: Effect.sync(() => tsaStatus) },
       features: ["t1_rfc3161", "merkle_v2"],
@@ -104,7 +105,10 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
         const exit = yield* Effect.exit(sealExclusively(boundary))
         if (Exit.isSuccess(exit)) {
           failures = 0
+          // Busy: another instance seals this window; its outcome is not this one's to report
+          if (exit.value._tag !== "Busy") yield* sealing.succeeded
         } else if (Cause.isFailType(exit.cause) || Option.isSome(Cause.failureOption(exit.cause))) {
+          yield* sealing.failed(lastError ?? "the TSA failed")
           failures++
           skip = Math.min(2 ** (failures - 1) - 1, MAX_SKIPPED_WINDOWS)
           yield* Effect.logWarning(
@@ -112,6 +116,7 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
           )
         } else if (!Cause.isInterruptedOnly(exit.cause)) {
           // A batch for this window written by another instance, or a database fault: logged, retried next window.
+          yield* sealing.failed(`sealing aborted: ${reasonOf(exit.cause)}`)
           yield* Effect.logWarning("sealing aborted; retrying next window", exit.cause)
         } else {
           return yield* Effect.interrupt

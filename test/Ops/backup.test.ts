@@ -7,12 +7,13 @@
  * backup, restore, healthcheck and keys create run once each as processes; the
  * other commands in-process (test/helpers/cli.ts).
  */
+import { execFile } from "node:child_process"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { cliInProcessFor } from "../helpers/cli.js"
-import { attestLoad, createKeyCli, freePort, newAckLog, requireDist, runCli, type ServeEnv, startServe } from "../helpers/process.js"
+import { attestLoad, BIN, createKeyCli, envOf, freePort, newAckLog, requireDist, runCli, type ServeEnv, startServe } from "../helpers/process.js"
 
 describe("backup and restore (sqlite)", () => {
   const dirs: Array<string> = []
@@ -115,4 +116,24 @@ describe("backup and restore (sqlite)", () => {
       expect(readdirSync(dataDir)).toEqual([])
     }
   })
+
+  it("a target that cannot be made fails at once with a clear message (no spin): /proc/nope, a file's child", async () => {
+    requireDist()
+    const dataDir = tmp()
+    const env: ServeEnv = { databaseUrl: `sqlite:${join(dataDir, "attestd.db")}`, dataDir, port: await freePort() }
+    await createKeyCli(env) // a database and a key to back up
+    const file = join(tmp(), "a-file")
+    writeFileSync(file, "x")
+    for (const [to, why] of [["/proc/nope", /\/proc\/nope.*ENOENT.*is \/proc a writable directory/], [join(file, "backup"), /is not a directory/]] as const) {
+      const started = Date.now()
+      // Node 20's recursive mkdirSync spins forever on /proc/nope: a hang is killed here, not waited for
+      const r = await new Promise<{ code: number | null; signal: string | null; stderr: string }>((resolve) => {
+        execFile(process.execPath, [BIN, "backup", "--to", to], { env: envOf(env), cwd: dataDir, encoding: "utf8", timeout: 20_000, killSignal: "SIGKILL" }, (err, _stdout, stderr) =>
+          resolve({ code: err ? (typeof err.code === "number" ? err.code : null) : 0, signal: err?.signal ?? null, stderr }))
+      })
+      expect(r.signal, `${to}: killed after ${Date.now() - started} ms`).toBeNull()
+      expect(r.code, r.stderr).not.toBe(0)
+      expect(r.stderr).toMatch(why)
+    }
+  }, 90_000)
 })

@@ -2,12 +2,17 @@
  * The single executable (issue 14 §2): `npm run build:binary` makes dist/attestd,
  * which, copied alone into an empty directory (no node_modules anywhere above
  * it), creates a key, serves on SQLite (healthz 200), attests, and verifies the
- * evidence bundle offline with its own `verify` command.
+ * evidence bundle offline with its own `verify` command. Its native library is
+ * loaded only from the user's own directory and only with the SHA-256 recorded
+ * at build time (issue 42): a planted file or a world-writable directory is
+ * refused, with a non-zero exit.
  */
 import { execFile, spawn } from "node:child_process"
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { freePort, randomHex32, REPO_ROOT, sleep } from "../helpers/process.js"
 
@@ -94,4 +99,39 @@ describe("single executable", () => {
     expect(output).not.toContain("only supports loading built-in modules")
     expect(output).not.toContain("nonce worker stopped")
   }, 300_000)
+
+  it("refuses a planted native library and a world-writable directory (exit non-zero, nothing loaded)", async () => {
+    const require = createRequire(import.meta.url)
+    const addon = join(dirname(require.resolve("better-sqlite3/package.json")), "build", "Release", "better_sqlite3.node")
+    const prefix = createHash("sha256").update(readFileSync(addon)).digest("hex").slice(0, 16)
+    const uid = process.getuid?.() ?? 0
+    const attempt = async (prepare: (tmp: string) => void) => {
+      const dir = mkdtempSync(join(tmpdir(), "attestd-exe-planted-"))
+      cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+      const exe = join(dir, "attestd")
+      copyFileSync(join(REPO_ROOT, "dist", "attestd"), exe)
+      prepare(dir)
+      const env: NodeJS.ProcessEnv = { PATH: "/usr/bin:/bin", HOME: dir, TMPDIR: dir, ATTESTD_DATA_DIR: join(dir, "data") }
+      return run(exe, ["keys", "create", "--label", "planted"], { cwd: dir, env })
+    }
+    // where another local user could put a file: the directory this version uses and the one before it
+    const plant = (dir: string) => {
+      mkdirSync(dir, { mode: 0o700 })
+      chmodSync(dir, 0o700)
+      writeFileSync(join(dir, `better_sqlite3-${prefix}.node`), "not the library this executable was built with", { mode: 0o755 })
+    }
+    const planted = await attempt((tmp) => {
+      plant(join(tmp, `attestd-native-${uid}`))
+      plant(join(tmp, "attestd-native"))
+    })
+    expect(planted.code, planted.stdout + planted.stderr).not.toBe(0)
+    expect(planted.stdout + planted.stderr).toMatch(/refusing to load the native library: .*has SHA-256 [0-9a-f]{64}, not the/)
+
+    const open = await attempt((tmp) => {
+      mkdirSync(join(tmp, `attestd-native-${uid}`))
+      chmodSync(join(tmp, `attestd-native-${uid}`), 0o777)
+    })
+    expect(open.code, open.stdout + open.stderr).not.toBe(0)
+    expect(open.stdout + open.stderr).toMatch(/refusing to load the native library: .*has mode 0777, not 0700/)
+  }, 120_000)
 })

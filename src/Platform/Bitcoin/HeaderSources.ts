@@ -15,6 +15,7 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { blockHash, headerBytes } from "../../Domain/BitcoinHeader.js"
 import * as Outbound from "../Outbound.js"
+import { redactUrl, redactUrls } from "../RedactUrl.js"
 
 export class HeaderSourceError extends Data.TaggedError("HeaderSourceError")<{
   readonly message: string
@@ -30,7 +31,7 @@ export interface SourcedHeader {
 }
 
 export interface BitcoinHeaderSourcesService {
-  /** Base URLs asked (or the simulated chain's label). */
+  /** Base URLs asked, as redactUrl shows them (or the simulated chain's label). */
   readonly sources: ReadonlyArray<string>
   readonly simulated: boolean
   /** The header of the block at `height`, agreed by every source. */
@@ -46,8 +47,6 @@ export const DEFAULT_SOURCE_TIMEOUT = Duration.seconds(10)
 const MAX_ANSWER_BYTES = 1024
 const HASH = /^[0-9a-f]{64}$/
 
-const trimSlash = (url: string): string => url.replace(/\/+$/, "")
-
 /** Agreement of several sources' answers for one height. */
 export const agree = (
   height: number,
@@ -59,7 +58,7 @@ export const agree = (
   return other === undefined
     ? Effect.succeed(first.answer)
     : Effect.fail(new HeaderSourceError({
-      message: `sources disagree on block ${height}: ${first.source} says ${first.answer.hash}, ${other.source} says ${other.answer.hash}`,
+      message: `sources disagree on block ${height}: ${redactUrl(first.source)} says ${first.answer.hash}, ${redactUrl(other.source)} says ${other.answer.hash}`,
       disagreement: true
     }))
 }
@@ -73,33 +72,39 @@ export const makeEsplora = (opts: {
     const timeout = opts.timeout ?? DEFAULT_SOURCE_TIMEOUT
 
     const text = (source: string, path: string) =>
-      Outbound.exchange(HttpClientRequest.get(`${trimSlash(source)}${path}`), { timeout, maxBytes: MAX_ANSWER_BYTES, overflow: "truncate" }).pipe(
+      Outbound.exchange(HttpClientRequest.get(Outbound.appendPath(source, path)), { timeout, maxBytes: MAX_ANSWER_BYTES, overflow: "truncate" }).pipe(
         Effect.provideService(HttpClient.HttpClient, client),
         Effect.flatMap((reply) =>
           reply.status === 200
             ? Effect.succeed(new TextDecoder().decode(reply.body).trim().toLowerCase())
             : Effect.fail(new Outbound.OutboundError({ message: `HTTP ${reply.status}` }))
         ),
-        Effect.mapError((e) => new HeaderSourceError({ message: `${source}${path}: ${e.message}`, disagreement: false }))
+        Effect.mapError((e) =>
+          new HeaderSourceError({
+            // a transport error may quote the request URL
+            message: `${Outbound.appendPath(redactUrl(source), path)}: ${e.message.split(Outbound.appendPath(source, path)).join(redactUrl(source))}`,
+            disagreement: false
+          })
+        )
       )
 
     const ask = (source: string, height: number) =>
       Effect.gen(function*() {
         const hash = yield* text(source, `/block-height/${height}`)
-        if (!HASH.test(hash)) return yield* new HeaderSourceError({ message: `${source}: not a block hash for ${height}`, disagreement: false })
+        if (!HASH.test(hash)) return yield* new HeaderSourceError({ message: `${redactUrl(source)}: not a block hash for ${height}`, disagreement: false })
         const header = yield* text(source, `/block/${hash}/header`)
         const bytes = yield* Effect.try({
           try: () => headerBytes(header),
-          catch: () => new HeaderSourceError({ message: `${source}: not an 80-byte header for ${hash}`, disagreement: false })
+          catch: () => new HeaderSourceError({ message: `${redactUrl(source)}: not an 80-byte header for ${hash}`, disagreement: false })
         })
         if (blockHash(bytes) !== hash) {
-          return yield* new HeaderSourceError({ message: `${source}: the header of ${hash} hashes to ${blockHash(bytes)}`, disagreement: true })
+          return yield* new HeaderSourceError({ message: `${redactUrl(source)}: the header of ${hash} hashes to ${blockHash(bytes)}`, disagreement: true })
         }
         return { source, answer: { hash, header } }
       })
 
     return {
-      sources: opts.sources,
+      sources: redactUrls(opts.sources),
       simulated: false,
       header: (height: number) =>
         Effect.forEach(opts.sources, (s) => ask(s, height), { concurrency: "unbounded" }).pipe(

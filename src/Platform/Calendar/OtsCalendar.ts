@@ -19,13 +19,16 @@ import { Context, Data, Duration, Effect, Layer } from "effect"
 import { bytesToHex } from "../../Domain/Bytes.js"
 import { parseTimestamp } from "../../Domain/Ots.js"
 import * as Outbound from "../Outbound.js"
+import { redactUrl } from "../RedactUrl.js"
 
 export class CalendarError extends Data.TaggedError("CalendarError")<{
+  /** The calendar as redactUrl shows it. */
   readonly url: string
   readonly message: string
 }> {}
 
 export interface OtsCalendarService {
+  /** The calendars as configured (credentials included: show them through redactUrl). */
   readonly urls: ReadonlyArray<string>
   /** True for the in-process / demo calendar: its Bitcoin attestations point at a simulated chain. */
   readonly simulated: boolean
@@ -47,13 +50,11 @@ export const OTS_ACCEPT = "application/vnd.opentimestamps.v1"
 /** Real calendars refuse digests longer than 64 bytes. */
 export const MAX_SUBMIT_DIGEST_BYTES = 64
 
-const trimSlash = (url: string): string => url.replace(/\/+$/, "")
-
 const validate = (url: string, body: Uint8Array, msg: Uint8Array): Effect.Effect<void, CalendarError> =>
   Effect.try({
     try: () => void parseTimestamp(body, msg),
     catch: (e) =>
-      new CalendarError({ url, message: `calendar returned an invalid timestamp: ${e instanceof Error ? e.message : String(e)}` })
+      new CalendarError({ url: redactUrl(url), message: `calendar returned an invalid timestamp: ${e instanceof Error ? e.message : String(e)}` })
   })
 
 /** The HTTP calendar service over `client` (see layerHttp). */
@@ -75,20 +76,21 @@ export const makeHttpCalendar = (opts: {
       wallClock: true
     }).pipe(
       Effect.provideService(HttpClient.HttpClient, client),
-      Effect.mapError((e) => new CalendarError({ url, message: e.message })),
+      // a transport error may quote the request URL
+      Effect.mapError((e) => new CalendarError({ url: redactUrl(url), message: e.message.split(request.url).join(redactUrl(request.url)) })),
       Effect.flatMap((reply): Effect.Effect<Uint8Array | { readonly value: A }, CalendarError> => {
         if (reply.status >= 200 && reply.status < 300) return Effect.succeed(reply.body)
         const mapped = onStatus(reply.status)
-        return mapped !== undefined ? Effect.succeed(mapped) : Effect.fail(new CalendarError({ url, message: `HTTP ${reply.status}` }))
+        return mapped !== undefined ? Effect.succeed(mapped) : Effect.fail(new CalendarError({ url: redactUrl(url), message: `HTTP ${reply.status}` }))
       })
     )
 
   const submit = (url: string, digest: Uint8Array): Effect.Effect<Uint8Array, CalendarError> =>
     digest.length < 1 || digest.length > MAX_SUBMIT_DIGEST_BYTES
-      ? Effect.fail(new CalendarError({ url, message: `digest must be 1..${MAX_SUBMIT_DIGEST_BYTES} bytes` }))
+      ? Effect.fail(new CalendarError({ url: redactUrl(url), message: `digest must be 1..${MAX_SUBMIT_DIGEST_BYTES} bytes` }))
       : exchange<never>(
           url,
-          HttpClientRequest.post(`${trimSlash(url)}/digest`).pipe(
+          HttpClientRequest.post(Outbound.appendPath(url, "/digest")).pipe(
             HttpClientRequest.bodyUint8Array(digest, "application/x-www-form-urlencoded")
           ),
           () => undefined
@@ -96,19 +98,19 @@ export const makeHttpCalendar = (opts: {
           Effect.flatMap((r) =>
             r instanceof Uint8Array
               ? Effect.as(validate(url, r, digest), r)
-              : Effect.fail(new CalendarError({ url, message: "unexpected response" }))
+              : Effect.fail(new CalendarError({ url: redactUrl(url), message: "unexpected response" }))
           ),
-          Effect.withSpan("OtsCalendar.submit", { attributes: { url } })
+          Effect.withSpan("OtsCalendar.submit", { attributes: { url: redactUrl(url) } })
         )
 
   const upgrade = (url: string, commitment: Uint8Array): Effect.Effect<Uint8Array | null, CalendarError> =>
     exchange<null>(
       url,
-      HttpClientRequest.get(`${trimSlash(url)}/timestamp/${bytesToHex(commitment)}`),
+      HttpClientRequest.get(Outbound.appendPath(url, `/timestamp/${bytesToHex(commitment)}`)),
       (status) => (status === 404 ? { value: null } : undefined)
     ).pipe(
       Effect.flatMap((r) => (r instanceof Uint8Array ? Effect.as(validate(url, r, commitment), r) : Effect.succeed(r.value))),
-      Effect.withSpan("OtsCalendar.upgrade", { attributes: { url } })
+      Effect.withSpan("OtsCalendar.upgrade", { attributes: { url: redactUrl(url) } })
     )
 
   return { urls: opts.urls, simulated: false, submit, upgrade }

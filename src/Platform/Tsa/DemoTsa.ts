@@ -18,6 +18,7 @@ import { chmod, mkdir, readdir, readFile, rename, rm, rmdir, stat, writeFile } f
 import { join } from "node:path"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
+import { makePrivateDir } from "../PrivateFiles.js"
 import { derToPem, ensureCryptoEngine, FAIL_INFO_BITS, type FailInfo, OID, pemToDers, positiveIntegerBytes } from "./Rfc3161.js"
 
 type CryptoKey = webcrypto.CryptoKey
@@ -369,7 +370,7 @@ export const loadOrCreateDemoTsa = async (dataDir: string): Promise<DemoTsa> => 
   // An empty pre-created directory counts as absent.
   if ((await exists(dir)) && (await readdir(dir)).length === 0) await rmdir(dir)
   if (!(await exists(dir))) {
-    await mkdir(dataDir, { recursive: true })
+    makePrivateDir(dataDir)
     const tmp = join(dataDir, `.demo-tsa.tmp-${process.pid}-${Buffer.from(randomBytes(6)).toString("hex")}`)
     await mkdir(tmp, { mode: 0o700 })
     try {

@@ -4,7 +4,8 @@
  * - `layerHttp({ urls, trustAnchorsPem, timeoutMs })`: POSTs the request to
  *   each URL in order (failover on HTTP error, timeout, malformed / rejected /
  *   invalid reply), validating every reply BEFORE it is returned. `provider`
- *   of a stamp is the URL that answered (userinfo credentials stripped).
+ *   of a stamp is the URL that answered as redactUrl shows it (no userinfo, no
+ *   query): it is stored with the batch and published in evidence.
  * - `layerDemo(dataDir)`: the embedded local demo TSA (see DemoTsa.ts); its
  *   stamps go through the same validation, chained to `demo-tsa/root.pem`.
  */
@@ -12,6 +13,7 @@ import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { Context, Data, Duration, Effect, Either, Layer } from "effect"
 import { bytesToBase64 } from "../../Domain/Bytes.js"
 import * as Outbound from "../Outbound.js"
+import { redactUrl } from "../RedactUrl.js"
 import { loadOrCreateDemoTsa } from "./DemoTsa.js"
 import {
   buildTimeStampRequest,
@@ -31,6 +33,7 @@ export interface TsaStamp {
 
 export class TsaError extends Data.TaggedError("TsaError")<{
   readonly message: string
+  /** `url`: the TSA as redactUrl shows it. */
   readonly attempts: ReadonlyArray<{ readonly url: string; readonly reason: string }>
 }> {}
 
@@ -67,30 +70,33 @@ export const parseTsaUrls = (value: string): Array<string> => {
     try {
       parsed = new URL(u)
     } catch {
-      throw new Error(`invalid TSA URL: ${u}`)
+      throw new Error(`invalid TSA URL: ${redactUrl(u)}`)
     }
-    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`TSA URL must be http(s): ${u}`)
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error(`TSA URL must be http(s): ${redactUrl(u)}`)
   }
   return urls
 }
 
 interface Target {
-  /** URL without credentials (what is requested and what we log / record). */
+  /** URL without userinfo, query kept: what is requested. */
   readonly url: string
+  /** What logs, metrics, errors and the stored provider show (redactUrl). */
+  readonly label: string
   readonly authorization?: string
 }
 
-/** Userinfo in a URL becomes a Basic auth header (and never reaches a log or the provider label). */
+/** Userinfo in a URL becomes a Basic auth header; the query stays in the request only. */
 const toTarget = (raw: string): Target => {
+  const label = redactUrl(raw)
   try {
     const u = new URL(raw)
-    if (u.username === "" && u.password === "") return { url: raw }
+    if (u.username === "" && u.password === "") return { url: raw, label }
     const auth = bytesToBase64(new TextEncoder().encode(`${decodeURIComponent(u.username)}:${decodeURIComponent(u.password)}`))
     u.username = ""
     u.password = ""
-    return { url: u.toString(), authorization: `Basic ${auth}` }
+    return { url: u.toString(), label, authorization: `Basic ${auth}` }
   } catch {
-    return { url: raw }
+    return { url: raw, label }
   }
 }
 
@@ -114,7 +120,8 @@ const postRequest = (target: Target, body: Uint8Array, timeoutMs: number): Effec
     ),
     { timeout: Duration.millis(timeoutMs), maxBytes: MAX_REPLY_BYTES, wallClock: true }
   ).pipe(
-    Effect.mapError((e) => e.message),
+    // a transport error may quote the request URL
+    Effect.mapError((e) => e.message.split(target.url).join(target.label)),
     Effect.flatMap((reply) =>
       reply.status < 200 || reply.status >= 300
         ? Effect.fail(`HTTP ${reply.status}`)
@@ -159,7 +166,7 @@ const buildRequest = (digest: Uint8Array): Effect.Effect<{ der: Uint8Array; nonc
 export const makeHttpTsaClient = (opts: HttpTsaOptions, client: HttpClient.HttpClient): TsaClientService => {
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TSA_TIMEOUT_MS
   const targets = opts.urls.map(toTarget)
-  const provider = targets.map((t) => t.url).join(", ")
+  const provider = targets.map((t) => t.label).join(", ")
   let anchorsProblem: string | undefined
   if (opts.trustAnchorsPem !== undefined) {
     try {
@@ -185,11 +192,11 @@ export const makeHttpTsaClient = (opts: HttpTsaOptions, client: HttpClient.HttpC
           )
         )
         if (Either.isRight(result)) {
-          return { token: result.right.token, genTime: result.right.genTime, provider: target.url }
+          return { token: result.right.token, genTime: result.right.genTime, provider: target.label }
         }
-        attempts.push({ url: target.url, reason: result.left })
-        yield* Effect.logWarning(`TSA ${target.url} failed: ${result.left}`).pipe(
-          Effect.annotateLogs({ tsaUrl: target.url, reason: result.left })
+        attempts.push({ url: target.label, reason: result.left })
+        yield* Effect.logWarning(`TSA ${target.label} failed: ${result.left}`).pipe(
+          Effect.annotateLogs({ tsaUrl: target.label, reason: result.left })
         )
       }
       return yield* new TsaError({

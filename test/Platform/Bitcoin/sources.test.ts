@@ -19,7 +19,7 @@ import { BIN, requireDist } from "../../helpers/process.js"
 const load = (env: Record<string, string>) =>
   Effect.runSync(Effect.either(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))))
 
-const PRODUCTION = { ATTESTD_MODE: "production", ATTESTD_TSA_URL: "http://127.0.0.1:9/tsa", ATTESTD_OTS_CALENDARS: "http://127.0.0.1:9/cal" }
+const PRODUCTION = { ATTESTD_MODE: "production", ATTESTD_TSA_URL: "http://127.0.0.1:9/tsa", ATTESTD_TSA_CA_FILE: "/nonexistent/tsa-ca.pem", ATTESTD_OTS_CALENDARS: "http://127.0.0.1:9/cal" }
 
 describe("ATTESTD_BITCOIN_SOURCES", () => {
   it("production refuses to start without a source; with sources it loads them; a non-http source is refused", () => {

@@ -36,7 +36,12 @@ import {
 import { type AttemptRecord, type Delivery, WebhookRepo } from "./Repo.js"
 
 const FAN_OUT_BATCH = 5000
-const LEASE_MS = 60_000
+/**
+ * How long a claimed delivery stays with the worker that claimed it. An attempt ends
+ * within DELIVERY_TIMEOUT_MS, so twice that is enough; a worker killed mid-attempt
+ * leaves its claims to another (or to itself restarted) this much later.
+ */
+const LEASE_MS = 2 * DELIVERY_TIMEOUT_MS
 const POLL_MS = 500
 /**
  * Freed slots are gathered before claiming again, so one claim query serves several: until

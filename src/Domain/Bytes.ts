@@ -74,23 +74,5 @@ export const base64ToBytes = (s: string): Uint8Array<ArrayBuffer> => {
   return out
 }
 
-const RANDOM_POOL_SIZE = 4096
-let randomPool = new Uint8Array(0)
-let randomOffset = 0
-
-/**
- * `n` bytes from WebCrypto's CSPRNG, handed out of a 4 KiB pool that one
- * getRandomValues call refills (Node's randomUUID does the same): each call
- * into the generator costs ~2-8 µs here, and an attest took two (its id and its
- * etag). Bytes are copied out and never handed out twice.
- */
-export const randomBytes = (n: number): Uint8Array => {
-  if (n > RANDOM_POOL_SIZE) return globalThis.crypto.getRandomValues(new Uint8Array(n))
-  if (randomOffset + n > randomPool.length) {
-    randomPool = globalThis.crypto.getRandomValues(new Uint8Array(RANDOM_POOL_SIZE))
-    randomOffset = 0
-  }
-  const out = randomPool.slice(randomOffset, randomOffset + n)
-  randomOffset += n
-  return out
-}
+/** `n` bytes from WebCrypto's CSPRNG. */
+export const randomBytes = (n: number): Uint8Array => globalThis.crypto.getRandomValues(new Uint8Array(n))

@@ -102,21 +102,13 @@ export const parseCidr = (cidr: string): { address: string; prefix: number; fami
   return { address, prefix, family }
 }
 
-const cache = new Map<string, BlockList>()
-
 export const ipAllowed = (allow: ReadonlyArray<string>, ip: string): boolean => {
-  const cacheKey = allow.join(",")
-  let list = cache.get(cacheKey)
-  if (!list) {
-    list = new BlockList()
-    for (const c of allow) {
-      const p = parseCidr(c)
-      if (p) list.addSubnet(p.address, p.prefix, p.family)
-    }
-    if (cache.size > 10_000) cache.clear()
-    cache.set(cacheKey, list)
-  }
   const v = isIP(ip)
   if (v === 0) return false
+  const list = new BlockList()
+  for (const c of allow) {
+    const p = parseCidr(c)
+    if (p) list.addSubnet(p.address, p.prefix, p.family)
+  }
   return list.check(ip, v === 4 ? "ipv4" : "ipv6")
 }

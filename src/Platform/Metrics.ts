@@ -103,23 +103,8 @@ const tsaCertExpiry = Metric.gauge("attestd_tsa_certificate_expiry_days", {
   description: "Days until the earliest-expiring certificate in the latest token from each TSA expires."
 })
 
-/**
- * Labels are memoized per distinct set (their number is bounded: routes, statuses,
- * outcomes): Effect caches a metric's registry entry per label array, so handing it
- * the same array again skips hashing the key on every update.
- */
-const labelSets = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
-const labels = (tags: Record<string, string>): ReadonlyArray<MetricLabel.MetricLabel> => {
-  let key = ""
-  for (const k in tags) key += `${k}\u0000${tags[k]}\u0001`
-  let set = labelSets.get(key)
-  if (set === undefined) {
-    if (labelSets.size >= 10_000) labelSets.clear()
-    set = Object.entries(tags).map(([k, v]) => MetricLabel.make(k, v))
-    labelSets.set(key, set)
-  }
-  return set
-}
+const labels = (tags: Record<string, string>): ReadonlyArray<MetricLabel.MetricLabel> =>
+  Object.entries(tags).map(([k, v]) => MetricLabel.make(k, v))
 
 /** Records one timed effect into a histogram and counter labelled with its outcome. */
 export const timed = <A, E, R>(

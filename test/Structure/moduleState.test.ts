@@ -26,15 +26,11 @@ const DECLARED: Readonly<Record<string, string>> = {
   // Caches of pure functions of their key: sharing one is invisible but for speed. Each is bounded.
   "src/Attestations/Import.ts thumbprints": "cache: JWK thumbprint by (x, y); cleared at 1,000",
   "src/Attestations/Import.ts keyCache": "cache: parsed public key by (x, y); cleared at 1,000",
-  "src/Platform/ClientAddress.ts cache": "cache: BlockList by allow list; cleared at 10,000",
-  "src/Platform/Metrics.ts labelSets": "cache: metric label array by label set; cleared at 10,000",
   "src/Platform/Metrics.ts tokenExpiries": "cache: each TSA's earliest certificate expiry, one entry per provider, renewed when its latest token's digest changes",
   // Keyed by an object whose life it follows: state of that object, not of the module.
   "src/Auth/PublicLimit.ts blockedBy": "per limiter instance (WeakMap)",
   "src/Platform/Logging.ts directLines": "per logger instance (WeakMap)",
   // Process-wide by nature.
-  "src/Domain/Bytes.ts randomPool": "the CSPRNG pool: bytes are handed out once, whoever asks",
-  "src/Domain/Bytes.ts randomOffset": "the CSPRNG pool's read position",
   "src/Platform/Metrics.ts counted": "process CPU and event-loop counters: one process, one set (Effect's metric registry is global too)",
   "src/Platform/Tsa/Rfc3161.ts engineSet": "pkijs' crypto engine is a global of pkijs; set once",
   // Demo and tests only: one simulated Bitcoin chain that every simulated calendar in the process mines on.

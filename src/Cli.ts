@@ -215,7 +215,7 @@ const backupCommand = Command.make("backup", { to: Options.text("to").pipe(Optio
     const config = yield* loadConfig
     const result = yield* backup(config, to).pipe(Effect.tapError((e) => Console.error(e.message)))
     yield* Console.log(JSON.stringify(result))
-    if (result.store === "pg") yield* Console.error("Postgres: the database itself is not in this backup; dump it with pg_dump (README, Backups)")
+    if (result.store === "pg") yield* Console.error("Postgres: the database itself is not in this backup; dump it with pg_dump (docs/operations.md)")
   })).pipe(Command.withDescription("consistent online copy of the SQLite database plus the data dir (signing keys, demo TSA) into a directory"))
 
 const restoreCommand = Command.make("restore", { from: Options.text("from").pipe(Options.withDescription("a directory written by attestd backup")) }, ({ from }) =>
@@ -227,7 +227,7 @@ const restoreCommand = Command.make("restore", { from: Options.text("from").pipe
 
 const importCommand = Command.make(
   "import",
-  { file: Args.text({ name: "FILE.jsonl" }).pipe(Args.withDescription("one historical attestation per line (README, Importing historical attestations)")) },
+  { file: Args.text({ name: "FILE.jsonl" }).pipe(Args.withDescription("one historical attestation per line (docs/operations.md)")) },
   ({ file }) =>
     Effect.gen(function*() {
       // Loaded on use, like the server: other commands start without it.

@@ -1,26 +1,25 @@
 /** Handlers for attest, verify and lookup. */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, Either, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import { Authenticator, bearerCredential } from "../Auth/Authenticator.js"
-import { keyWithScope, requireAnyScope } from "../Auth/Http.js"
-import { CurrentPrincipal, type Principal } from "../Auth/Api.js"
+import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { currentRequestMeta } from "../Auth/RequestMeta.js"
 import { AppConfig } from "../Platform/Config.js"
-import { AuthError, type Forbidden, type ValidationError } from "../Domain/Errors.js"
+import { AuthError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
-import { type AttestInput, type Attested, Attestor } from "./Attestor.js"
+import { type Attested, Attestor } from "./Attestor.js"
 import { type Attestation, type AttestationStatus, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
-import type { AttestPayload, VerifyResponse } from "./Api.js"
+import { AttestationItem, type VerifyResponse } from "./Api.js"
 import { Evidence } from "./Evidence.js"
 import type { HashHex } from "../Domain/HashHex.js"
-import { checkExtraData, extraDataError } from "./ExtraData.js"
+import { checkExtraData } from "./ExtraData.js"
 import { findAttestation } from "./Find.js"
 
 const itemOf = (a: Attested) => ({
@@ -52,52 +51,15 @@ const statusOf = (a: Attestation) => ({
   ...legacyOf(a)
 })
 
-/**
- * POST /attest: the caller's key must hold `attest`; 201 created or 200 existing.
- * The principal is an argument, not read from CurrentPrincipal: the fast lane
- * holds it, and providing it would copy the fiber's context and refs.
- */
-export const attestOne = (
-  attestor: Attestor,
-  quota: Quota,
-  payload: typeof AttestPayload.Type,
-  principal: Principal
-) =>
-  // Combinators rather than Effect.gen: every attest runs this (README, Performance).
-  Effect.flatMap(attestInputOf(payload, principal), (input) =>
-    quota.consume(input.key, 1).pipe(
-      Effect.zipRight(attestor.attest(input)),
-      Effect.map(([result]) => attestReply(result!))
-    ))
-
-/**
- * What attestOne checks before it counts anything, synchronously: the key must hold
- * `attest` (403) and the extra data fit (400). The attest's input, or the refusal.
- */
-export const attestInputOf = (
-  payload: typeof AttestPayload.Type,
-  principal: Principal
-): Either.Either<AttestInput, Forbidden | ValidationError> =>
-  Either.flatMap(keyWithScope(principal, "attest"), (key) => {
-    const clientEncrypted = payload.client_encrypted ?? false
-    const refused = extraDataError(payload.extra_data, clientEncrypted)
-    return refused ? Either.left(refused) : Either.right({
-      key,
-      hashes: [payload.hash_hex],
-      source: payload.source ?? null,
-      extraData: payload.extra_data ?? null,
-      clientEncrypted
-    })
-  })
-
-/** The answer to an attest of one digest: 201 when this request created its attestation, else 200. */
-export const attestReply = (result: Attested) => ({ status: result.created ? 201 : 200, body: itemOf(result) })
+/** An attest's item, encoded by its schema, with the status the endpoint declares for it: 201 created, 200 existing. */
+const attestReply = (result: Attested) =>
+  Effect.orDie(HttpServerResponse.schemaJson(AttestationItem)(itemOf(result), { status: result.created ? 201 : 200 }))
 
 /**
  * The answer to a verify of `hashHex`: its attestation's status, and `source` when the
  * caller's key holds a claim on it (that claim's source, null included).
  */
-export const verifyAnswer = (
+const verifyAnswer = (
   hashHex: HashHex,
   a: AttestationStatus | undefined,
   claim: { readonly source: string | null } | undefined,
@@ -113,28 +75,28 @@ export const verifyAnswer = (
     ...(claim ? { source: claim.source } : {})
   }
 
-/** POST /verify for one digest; `keyId` adds that key's own source where it holds a claim. */
-export const verifyOne = (repo: AttestationRepo, hashHex: HashHex, keyId: string | undefined) =>
-  // Combinators rather than Effect.gen: every public verify runs this (BENCH_ONLY=instructions).
-  Effect.flatMap(Effect.orDie(repo.findByHash(hashHex)), (a): Effect.Effect<typeof VerifyResponse.Type> => {
-    if (!a) return Effect.succeed(verifyAnswer(hashHex, undefined, undefined, 0))
-    const claim = keyId === undefined ? Effect.succeed(undefined) : Effect.orDie(repo.liveClaimSource(keyId, a.seq))
-    return Effect.zipWith(claim, Clock.currentTimeMillis, (claim, now) => verifyAnswer(hashHex, a, claim, now))
-  })
-
 export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handlers) =>
   Effect.gen(function*() {
     const attestor = yield* Attestor
     const quota = yield* Quota
     return handlers
-      // Raw response: the endpoint declares the same schema for 201 (created) and 200
-      // (existing), and HttpApi picks a success status by schema, not by value.
+      // A response of its own: the endpoint declares the same schema for 201 (created) and
+      // 200 (existing), and HttpApi picks a success status by schema, not by value.
       .handle("attest", ({ payload }) =>
-        Effect.flatMap(CurrentPrincipal, (principal) =>
-          Effect.map(
-            attestOne(attestor, quota, payload, principal),
-            (r) => HttpServerResponse.unsafeJson(r.body, { status: r.status })
-          )))
+        Effect.gen(function*() {
+          const key = yield* requireScope("attest")
+          const clientEncrypted = payload.client_encrypted ?? false
+          yield* checkExtraData(payload.extra_data, clientEncrypted)
+          yield* quota.consume(key, 1)
+          const [result] = yield* attestor.attest({
+            key,
+            hashes: [payload.hash_hex],
+            source: payload.source ?? null,
+            extraData: payload.extra_data ?? null,
+            clientEncrypted
+          })
+          return yield* attestReply(result!)
+        }))
       .handle("attestBatch", ({ payload }) =>
         Effect.gen(function*() {
           const key = yield* requireAnyScope(["attest", "batch"])
@@ -180,7 +142,10 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* auth.optionalKey(request.headers.authorization)
-          return yield* verifyOne(repo, payload.hash_hex, Option.getOrUndefined(key)?.id)
+          const a = yield* Effect.orDie(repo.findByHash(payload.hash_hex))
+          if (a === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
+          const claim = Option.isSome(key) ? yield* Effect.orDie(repo.liveClaimSource(key.value.id, a.seq)) : undefined
+          return verifyAnswer(payload.hash_hex, a, claim, yield* Clock.currentTimeMillis)
         }))
       .handle("verifyBatch", ({ payload }) =>
         Effect.gen(function*() {

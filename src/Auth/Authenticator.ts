@@ -10,7 +10,7 @@ import type { Principal } from "./Api.js"
 import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain.js"
-import { RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
+import { RateLimiter, type Verdict } from "./RateLimiter.js"
 import { chargePublic } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
@@ -49,8 +49,6 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       key !== undefined && digestsEqual(key.keyHash, hash) && key.revokedAt === null
 
     /** Resolves a presented API key, or fails with 401; checks env and allowlist (403). */
-    // Key resolution and admission run on every keyed request: combinators rather
-    // than Effect.gen, whose steps cost more (README, Performance).
     const resolveKey = (presented: string): Effect.Effect<ApiKey, AuthError | Forbidden> => {
       if (!API_KEY_PATTERN.test(presented)) return Effect.fail(invalidKey)
       const hash = hashSecret(presented)

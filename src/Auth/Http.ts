@@ -21,8 +21,7 @@ export const AuthenticationLive = Layer.effect(
 
 /**
  * The key of `principal` when it holds `scope`, else 403 FORBIDDEN. Pure, for
- * callers that hold the principal (the edge, the fast lane): providing it as a
- * service to read it back copies the fiber's context and refs (README, Performance).
+ * callers that hold the principal (the edge).
  */
 export const keyWithScope = (principal: Principal, scope: Scope): Either.Either<ApiKey, Forbidden> =>
   principal._tag === "ApiKey" && hasScope(principal.key, scope)

@@ -19,7 +19,7 @@
  * every time.
  *
  * On SQLite the lookup is in-process, but it is still a statement and a decoded
- * row: ~14% of the instructions of an authenticated attest (`BENCH_ONLY=instructions`).
+ * row: ~14% of the instructions of an authenticated attest (measured with callgrind).
  * A revocation comes from another process (`attestd keys revoke`), so its channel
  * is a file beside the database, `<database>-keys`:
  *

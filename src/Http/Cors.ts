@@ -12,7 +12,6 @@
  * writes (a pre-response handler) and those the edge returns itself (its 401, 413,
  * 429 refusals). `PreflightLive`, an HttpApi-level middleware, answers OPTIONS
  * before the router would 404/405 it, so the 204 also gets the edge's request id.
- * Cross-origin requests take this path, not the fast lane.
  */
 import { HttpApiBuilder, HttpApp, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"

@@ -78,7 +78,7 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           ok
             ? { status: degraded ? "degraded" as const : "ok" as const, checks }
             // Kept raw: the 503 body is the error envelope plus the probe's own `status` and `checks` at the top
-            // level (what load balancers and the README read), which ServiceUnavailableEnvelope cannot carry.
+            // level (what load balancers read), which ServiceUnavailableEnvelope cannot carry.
             : HttpServerResponse.unsafeJson(
               { ...envelopeBody("SERVICE_UNAVAILABLE", "one or more health checks failed", { checks }), status: "unhealthy", checks },
               { status: 503 }

@@ -8,7 +8,7 @@
  *   demo-tsa/         the embedded demo TSA's key and certificates, if any
  *   …                 anything else in the data dir (never the live database files)
  *
- * On Postgres the database is not copied (use pg_dump, README "Backups"); the
+ * On Postgres the database is not copied (use pg_dump; docs/operations.md); the
  * data-dir files still are, they are not in the database.
  *
  * A backup holds signing keys, webhook secrets and claim data: its directories are

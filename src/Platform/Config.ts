@@ -129,7 +129,7 @@ export interface AppConfigShape {
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
 
-/** Timeouts and connection caps of the HTTP listener (README, Configuration). */
+/** Timeouts and connection caps of the HTTP listener (docs/operations.md). */
 export interface ServerLimits {
   /** ATTESTD_REQUEST_TIMEOUT: the whole request (headers and body) must arrive within this; else 408 and close. */
   readonly requestTimeoutMs: number

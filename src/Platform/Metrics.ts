@@ -74,7 +74,7 @@ export const webhookDeliveries = Metric.counter("attestd_webhook_deliveries_tota
 })
 
 // This process, brought up to date at scrape time: a rate() of either is how busy the instance is.
-// An event loop busy ~100% of the time is saturated whatever the CPU total says (README, Performance).
+// An event loop busy ~100% of the time is saturated whatever the CPU total says (docs/performance.md).
 const eventLoopBusy = Metric.counter("attestd_event_loop_busy_seconds_total", {
   description: "Time the main thread's event loop spent running code rather than waiting for I/O (performance.eventLoopUtilization)."
 })

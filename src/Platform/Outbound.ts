@@ -102,7 +102,7 @@ export const exchange = (
     const declared = res.headers["content-length"]
     // A body that cannot exceed the cap (none, or a declared length within it: Node's parser
     // reads no further) is read whole, which costs far less than reading through the capped
-    // stream (~0.5 ms of CPU per exchange here, most of a webhook delivery's; README, Performance)
+    // stream (~0.5 ms of CPU per exchange here, most of a webhook delivery's)
     const body = res.status === 204 || res.status === 304
       ? new Uint8Array(0)
       : declared !== undefined && Number(declared) <= policy.maxBytes
@@ -131,7 +131,7 @@ const untraced = (client: Layer.Layer<HttpClient.HttpClient>): Layer.Layer<HttpC
 /**
  * The general outbound client: its own agent, closed with the layer. The agent is Node's
  * default, which does not keep connections alive: every exchange opens its own (measured on
- * webhooks, README Performance), and no request can meet a pooled socket its server has closed.
+ * webhooks), and no request can meet a pooled socket its server has closed.
  */
 export const layer: Layer.Layer<HttpClient.HttpClient> = untraced(NodeHttpClient.layer)
 

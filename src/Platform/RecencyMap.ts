@@ -3,7 +3,7 @@
  * capped by evicting the oldest). `touch` moves a key to the end with a delete and a set,
  * except when it is the key touched last, already there: a Map that loses and gains an
  * entry on every request is rehashed every few requests into a new table, and those
- * tables survived scavenges (README, Performance: "Responses kept by a Set").
+ * tables survived scavenges (docs/performance.md).
  */
 export class RecencyMap<K, V> {
   readonly #map = new Map<K, V>()

@@ -32,7 +32,7 @@ export const currentSqliteFile: Effect.Effect<string | undefined, never, Databas
  * on the event loop, and writes every page changed since the last one: attests
  * change the same index pages again and again, so a rarer checkpoint writes each
  * of them once for many commits. Measured inside a server on SQLite (attest-new,
- * 30,000 requests, `BENCH_ONLY=statements`, two runs each): COMMIT 33.6–35.3 → 26.7–26.9
+ * 30,000 requests, statements timed, two runs each): COMMIT 33.6–35.3 → 26.7–26.9
  * µs per request; a checkpoint's pause grows (longest COMMIT 6.6–17.8 → 10.9–11.5 ms).
  * The WAL file grows to ~40 MiB and is reused from its start after each checkpoint.
  */

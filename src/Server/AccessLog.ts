@@ -1,5 +1,5 @@
 /**
- * One observer at the node:http level sees every request, fast lane or not:
+ * One observer at the node:http level sees every request:
  * it records the HTTP metrics by route template (never the raw path, which
  * would carry hashes and ids) and writes the access log line: request id,
  * method, route, status, duration and the id of the API key — never the key,

@@ -36,7 +36,6 @@ const QUIET_TURNS = 10
 /** How long the listener stays open after the signal, at most, while the server is not quiet. */
 const ACCEPT_GRACE_MS = 1_000
 
-const turn = () => new Promise<void>((r) => setImmediate(r))
 const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms))
 
 /**

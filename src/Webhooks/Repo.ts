@@ -4,7 +4,7 @@
  * (FOR UPDATE SKIP LOCKED on Postgres), and recording attempts.
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
-import { Effect, flow, Option, Schema } from "effect"
+import { Effect, flow, Schema } from "effect"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"

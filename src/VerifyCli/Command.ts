@@ -22,6 +22,7 @@ import { createHash } from "node:crypto"
 import { createReadStream, readFileSync } from "node:fs"
 import { existsSync } from "node:fs"
 import { hmacKeyId, hmacOfDigest, parseHmacKey, parseReceipt, RECEIPT_SUFFIX } from "../Stamp/Receipt.js"
+import { jsonForTerminal, shown } from "../Verify/Display.js"
 import { parseBlockHeaders, parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
 
 /** An input that cannot be read or parsed (exit code 2). */
@@ -222,15 +223,15 @@ const run = (args: VerifyArgs) =>
       catch: (e) => (e instanceof InputError ? e : new InputError(message(e)))
     }).pipe(Effect.either)
     if (inputs._tag === "Left") {
-      yield* Console.error(`attestd verify: ${inputs.left.message}`)
-      yield* Console.log(JSON.stringify({ ok: false, error: inputs.left.message }))
+      yield* Console.error(`attestd verify: ${shown(inputs.left.message)}`)
+      yield* Console.log(jsonForTerminal({ ok: false, error: inputs.left.message }))
       return yield* Effect.sync(() => {
         process.exitCode = 2
       })
     }
     const checked = yield* Effect.promise(() => verifyBundle(inputs.right.bundle, inputs.right.options))
     const report = inputs.right.notes.length === 0 ? checked : { ...checked, notes: [...inputs.right.notes, ...checked.notes] }
-    yield* Console.log(JSON.stringify(report, null, 2))
+    yield* Console.log(jsonForTerminal(report, 2))
     yield* Console.error(summarize(report))
     yield* Effect.sync(() => {
       process.exitCode = exitCodeOf(report.verdict)

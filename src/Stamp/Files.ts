@@ -13,11 +13,14 @@ export const sha256File = (path: string): Promise<string> =>
       .on("end", () => resolve(h.digest("hex")))
   })
 
-/** Writes through a temporary file and a rename, so a reader never sees half a receipt. */
+/**
+ * Writes through a new temporary file in the same directory (mode 0600, never an existing
+ * file) and a rename, so a reader never sees half a receipt and a crash leaves the old one.
+ */
 export const writeAtomic = (path: string, data: string | Uint8Array): void => {
   const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`
   try {
-    writeFileSync(tmp, data)
+    writeFileSync(tmp, data, { mode: 0o600, flag: "wx" })
     renameSync(tmp, path)
   } catch (e) {
     rmSync(tmp, { force: true })

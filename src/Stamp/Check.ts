@@ -5,7 +5,7 @@
  * hostile must not be able to put a bad signature or a foreign tier into one.
  */
 import { type Report, verifyBundle } from "../Verify/Verifier.js"
-import type { PublishedTrust } from "../VerifyCli/PublishedTrust.js"
+import type { PublishedTrust } from "./PublishedTrust.js"
 
 /** Why `bundle` must not be written, or null when it may: T0 verified with a published key, no tier failing, T1 anchored when the instance publishes TSA anchors. */
 export const refusalOf = async (bundle: Record<string, unknown>, trust: PublishedTrust): Promise<string | null> => {

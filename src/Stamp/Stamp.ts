@@ -13,7 +13,7 @@
  * publishes before its receipt is written: a bad signature is that file's error.
  */
 import { createClient, type RetryOptions } from "../Client/Client.js"
-import { publishedTrust } from "../VerifyCli/PublishedTrust.js"
+import { publishedTrust } from "./PublishedTrust.js"
 import { refusalOf } from "./Check.js"
 import { errorMessage, mapLimit, receiptPathOf, sha256File, writeAtomic } from "./Files.js"
 import { type HmacDigestSpec, hmacOfDigest, hmacSpec, receiptDocument } from "./Receipt.js"

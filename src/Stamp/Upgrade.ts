@@ -16,7 +16,7 @@ import { existsSync, readFileSync } from "node:fs"
 import { AttestdError, createClient, type RetryOptions } from "../Client/Client.js"
 import { base64ToBytes, bytesToHex } from "../Domain/Bytes.js"
 import { parseDetachedFile } from "../Domain/Ots.js"
-import { type PublishedTrust, publishedTrust } from "../VerifyCli/PublishedTrust.js"
+import { type PublishedTrust, publishedTrust } from "./PublishedTrust.js"
 import { refusalOf } from "./Check.js"
 import { dataPathOf, errorMessage, mapLimit, writeAtomic } from "./Files.js"
 import { parseReceipt, type Receipt, receiptDocument } from "./Receipt.js"
@@ -169,6 +169,8 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
   }
 
   const reached = (s: State) => s.error === null && rank(s.receipt!.evidence.level) >= rank(o.target)
+  // The instance's trust first, once: a wrong server fails here at once, before any retries.
+  if (states.some((s) => s.error === null)) await trustOnce()
   let passes = 0
   let delay = o.pollMs?.first ?? 1000
   const deadline = Date.now() + (o.waitMs ?? 0)

@@ -23,7 +23,7 @@ import { createReadStream, readFileSync } from "node:fs"
 import { existsSync } from "node:fs"
 import { hmacKeyId, hmacOfDigest, parseHmacKey, parseReceipt, RECEIPT_SUFFIX } from "../Stamp/Receipt.js"
 import { jsonForTerminal, shown } from "../Verify/Display.js"
-import { publishedTrust } from "./PublishedTrust.js"
+import { publishedTrust } from "../Stamp/PublishedTrust.js"
 import { parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
 
 /** An input that cannot be read or parsed (exit code 2). */

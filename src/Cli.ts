@@ -7,6 +7,7 @@ import { BrandRepo } from "./Brand/Repo.js"
 import { formatMillis } from "./Domain/Time.js"
 import { verifyCommand } from "./VerifyCli/Command.js"
 import { stampCommand, upgradeCommand } from "./Stamp/Command.js"
+import { listCommand } from "./Stamp/ListCommand.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { parseCidr } from "./Platform/ClientAddress.js"
 import { isScope, SCOPES, type Scope } from "./Auth/Domain.js"
@@ -262,7 +263,7 @@ const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(
   })).pipe(Command.withDescription("exit 0 when /v1/healthz says ok, 1 otherwise (container health checks)"))
 
 export const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, backupCommand, restoreCommand, importCommand, healthcheck])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, listCommand, backupCommand, restoreCommand, importCommand, healthcheck])
 )
 
 /** Runs `attestd` on an argv (node, script, args…): output through Console, a failed command as the effect's error. */

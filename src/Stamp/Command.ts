@@ -16,10 +16,10 @@ import { parseHmacKey } from "./Receipt.js"
 import { stampFiles } from "./Stamp.js"
 import { type Level, upgradeExitCode, upgradeReceipts } from "./Upgrade.js"
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 /** What a command body may touch besides its files: ATTESTD_URL / ATTESTD_API_KEY, and Console for its output. */
-interface Io {
+export interface Io {
   readonly env: { readonly url: string; readonly apiKey: string }
   /** one line on stdout */
   readonly out: (line: string) => void
@@ -27,7 +27,7 @@ interface Io {
   readonly err: (line: string) => void
 }
 
-const serverOf = (flag: Option.Option<string>, io: Io): string => {
+export const serverOf = (flag: Option.Option<string>, io: Io): string => {
   const url = Option.getOrElse(flag, () => io.env.url)
   if (url === "") throw new UsageError("no server: give --server URL or set ATTESTD_URL")
   let u: URL
@@ -40,13 +40,13 @@ const serverOf = (flag: Option.Option<string>, io: Io): string => {
   return u.href.replace(/\/+$/, "").replace(/\/v1$/, "")
 }
 
-const keyOf = (flag: Option.Option<string>, io: Io): string | undefined => {
+export const keyOf = (flag: Option.Option<string>, io: Io): string | undefined => {
   const k = Option.getOrElse(flag, () => io.env.apiKey)
   return k === "" ? undefined : k
 }
 
 /** Runs a command body; a UsageError prints `{ok:false,error}` and exits 2. */
-const shell = (name: string, body: (io: Io) => Promise<number>) =>
+export const shell = (name: string, body: (io: Io) => Promise<number>) =>
   Effect.gen(function*() {
     const console = yield* Effect.console
     const env = yield* Config.all({
@@ -67,11 +67,11 @@ const shell = (name: string, body: (io: Io) => Promise<number>) =>
     })
   })
 
-const serverOption = Options.text("server").pipe(
+export const serverOption = Options.text("server").pipe(
   Options.withDescription("the attestd instance (default: ATTESTD_URL)"),
   Options.optional
 )
-const keyOption = Options.text("key").pipe(
+export const keyOption = Options.text("key").pipe(
   Options.withDescription("API key (default: ATTESTD_API_KEY, which keeps it out of the process list)"),
   Options.optional
 )

@@ -1,6 +1,6 @@
 /**
  * Text from a bundle made safe to show a person: a terminal (the CLI's summary) or a
- * page (the verifier's text summary). Portable: no node:*, no Buffer.
+ * page (the verifier's text summary). Portable: it imports nothing of Node.
  *
  * A bundle is untrusted input; printed raw, an ESC or C1 CSI starts a terminal control
  * sequence (cursor moves, OSC titles and links), CR/LF forge extra lines under a verdict,

@@ -13,7 +13,7 @@
  * publishes before its receipt is written: a bad signature is that file's error.
  */
 import { createClient, type RetryOptions } from "../Client/Client.js"
-import { publishedTrust } from "./PublishedTrust.js"
+import { type PublishedTrust, publishedTrust } from "./PublishedTrust.js"
 import { refusalOf } from "./Check.js"
 import { errorMessage, mapLimit, receiptPathOf, sha256File, writeAtomic } from "./Files.js"
 import { type HmacDigestSpec, hmacOfDigest, hmacSpec, receiptDocument } from "./Receipt.js"
@@ -76,8 +76,8 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
       }
     }
   })
-  // Fetched once, without retries: a wrong --server fails here at once, with its reason.
-  const trust = await publishedTrust(o.server, counted)
+  // Fetched once, without retries, before the first attest: a wrong --server fails at once, with its reason.
+  let trust: PublishedTrust | undefined
   const hmac: HmacDigestSpec | null = o.hmacKey ? await hmacSpec(o.hmacKey) : null
   const results: Array<FileResult> = []
   let done = 0
@@ -101,6 +101,8 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
     if (todo.length === 0) continue
     // Two files with the same content share one attestation (and one place in the batch).
     const hashes = [...new Set(todo.map((t) => t.hash))]
+    trust ??= await publishedTrust(o.server, counted)
+    const published = trust
     let byHash: Map<string, { readonly id: string; readonly status: string }>
     try {
       const reply = await client.attestBatch({
@@ -127,7 +129,7 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
         if (bundle.id !== item.id || bundle.hash_hex !== t.hash) {
           throw new Error(`evidence of ${item.id} names ${String(bundle.id)} / ${String(bundle.hash_hex)}`)
         }
-        const refusal = await refusalOf(bundle, trust)
+        const refusal = await refusalOf(bundle, published)
         if (refusal !== null) throw new Error(`the server's evidence was refused: ${refusal}`)
         const receipt = receiptPathOf(t.file)
         writeAtomic(receipt, `${JSON.stringify(receiptDocument(bundle, hmac), null, 2)}\n`)

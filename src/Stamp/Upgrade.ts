@@ -205,5 +205,6 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
   return { receipts: results, reached: ok, pending: results.length - ok - failed, failed, passes, requests, elapsedMs: Date.now() - started }
 }
 
-/** Exit code of `attestd upgrade`: 0 every receipt at the level asked, 1 some receipt failed, 3 some still below it. */
-export const upgradeExitCode = (s: UpgradeSummary): number => (s.failed > 0 ? 1 : s.pending > 0 ? 3 : 0)
+/** Exit code of `attestd upgrade`: 0 every receipt at the level asked, 2 some receipt could not be read, 1 some receipt failed, 3 some still below it. */
+export const upgradeExitCode = (s: UpgradeSummary): number =>
+  s.receipts.some((r) => r.error?.startsWith("cannot read receipt") === true) ? 2 : s.failed > 0 ? 1 : s.pending > 0 ? 3 : 0

@@ -1,5 +1,5 @@
 /** The `attestd` command line (CONTRACT.md §1): every command. bin.ts runs it on the process's argv; tests run it in-process. */
-import { Args, CliConfig, type CliApp, Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Args, type CliApp, Command, HelpDoc, Options, Usage, ValidationError } from "@effect/cli"
 import { Console, ConfigError, ConfigProvider, Effect, Layer, Option, ParseResult, Schema } from "effect"
 import { accessSync, constants, readFileSync, statSync } from "node:fs"
 import { Brand } from "./Brand/Domain.js"
@@ -363,43 +363,52 @@ interface CommandShape {
   readonly valued: ReadonlySet<string>
 }
 
-/** Each command path ("keys create") with its options, read from the usage lines of the root help. */
-const commandShapes = (): ReadonlyMap<string, CommandShape> => {
-  const shapes = new Map<string, CommandShape>()
-  const help = HelpDoc.toAnsiText(Command.getHelp(attestd, CliConfig.defaultConfig)).replace(ANSI, "")
-  for (const line of help.split("\n")) {
-    const m = /^  - (.*)$/.exec(line)
-    if (!m) continue
-    const tokens = m[1]!.trim().split(/\s+/)
-    const path: Array<string> = []
-    while (tokens.length > 0 && /^[a-z][a-z0-9-]*$/.test(tokens[0]!)) path.push(tokens.shift()!)
-    const options = new Set<string>()
-    const valued = new Set<string>()
-    tokens.forEach((t, i) => {
-      const name = /^[[(]*(--?[a-z0-9][a-z0-9-]*)/.exec(t)?.[1]
-      if (name === undefined || !name.startsWith("--")) return
-      options.add(name)
-      const next = tokens[i + 1]
-      if (!/[\])]$/.test(t) && next !== undefined && !/^[[<(-]/.test(next)) valued.add(name)
-    })
-    shapes.set(path.join(" "), { options, valued })
-  }
-  return shapes
-}
+/** Every runnable command by its path; test/Cli/usage.test.ts checks it against the root help's list. */
+export const COMMANDS: ReadonlyMap<string, () => Usage.Usage> = new Map([
+  ["serve", () => Command.getUsage(serve)],
+  ["worker", () => Command.getUsage(worker)],
+  ["migrate", () => Command.getUsage(migrateCommand)],
+  ["keys create", () => Command.getUsage(keysCreate)],
+  ["keys list", () => Command.getUsage(keysList)],
+  ["keys revoke", () => Command.getUsage(keysRevoke)],
+  ["signing-keys rotate", () => Command.getUsage(rotate)],
+  ["brand set", () => Command.getUsage(brandSet)],
+  ["verify", () => Command.getUsage(verifyCommand)],
+  ["stamp", () => Command.getUsage(stampCommand)],
+  ["upgrade", () => Command.getUsage(upgradeCommand)],
+  ["list", () => Command.getUsage(listCommand)],
+  ["backup", () => Command.getUsage(backupCommand)],
+  ["restore", () => Command.getUsage(restoreCommand)],
+  ["import", () => Command.getUsage(importCommand)],
+  ["healthcheck", () => Command.getUsage(healthcheck)]
+])
 
-let shapesCache: ReadonlyMap<string, CommandShape> | undefined
+/** A command's options, read from its usage line (rendering only that line: the whole help costs ~70 ms). */
+const shapeOf = (usage: Usage.Usage): CommandShape => {
+  const tokens = HelpDoc.toAnsiText(Usage.getHelp(usage)).replace(ANSI, "").trim().split(/\s+/)
+  const options = new Set<string>()
+  const valued = new Set<string>()
+  tokens.forEach((t, i) => {
+    const name = /^[[(]*(--[a-z0-9][a-z0-9-]*)/.exec(t)?.[1]
+    if (name === undefined) return
+    options.add(name)
+    const next = tokens[i + 1]
+    if (!/[\])]$/.test(t) && next !== undefined && !/^[[<(-]/.test(next)) valued.add(name)
+  })
+  return { options, valued }
+}
 
 /** The first option `args` give that their command does not know, with the command's path; undefined when all are known. */
 export const unknownOption = (args: ReadonlyArray<string>): { readonly path: string; readonly option: string } | undefined => {
-  const shapes = (shapesCache ??= commandShapes())
   let at = 0
   let path = ""
-  while (at < args.length && shapes.has(path === "" ? args[at]! : `${path} ${args[at]}`)) {
+  while (at < args.length && /^[a-z][a-z0-9-]*$/.test(args[at]!) && !COMMANDS.has(path)) {
     path = path === "" ? args[at]! : `${path} ${args[at]}`
     at++
   }
-  const shape = shapes.get(path)
-  if (shape === undefined) return undefined // no command yet: @effect/cli reports it
+  const usage = COMMANDS.get(path)
+  if (usage === undefined) return undefined // no such command: @effect/cli reports it
+  const shape = shapeOf(usage())
   for (; at < args.length; at++) {
     const a = args[at]!
     if (a === "--") break

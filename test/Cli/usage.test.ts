@@ -11,6 +11,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { COMMANDS } from "../../src/Cli.js"
 import { BIN, requireDist, REPO_ROOT } from "../helpers/process.js"
 import { freePort } from "../helpers/server.js"
 
@@ -128,6 +129,16 @@ describe("attestd as a person uses it (the built CLI)", () => {
     writeFileSync(join(dir, "stamped.attestd.json"), JSON.stringify({ id: "att_AAAAAAAAAAAAAAAAAAAAAAAA", hash_hex: "0".repeat(64), level: "T0", t0: {} }))
   })
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  it("the unknown-option check knows every command the help lists", async () => {
+    const help = await run(["--help"])
+    const listed = help.stdout.split("\n").flatMap((l) => {
+      const m = /^  - ([a-z][a-z0-9-]*(?: [a-z][a-z0-9-]*)*)/.exec(l)
+      return m ? [m[1]!] : []
+    })
+    const runnable = listed.filter((p) => !listed.some((q) => q.startsWith(`${p} `)))
+    expect([...COMMANDS.keys()].sort()).toEqual(runnable.sort())
+  })
 
   for (const c of cases()) {
     it(`attestd ${c.argv.map((a) => (a === "" ? "''" : a)).join(" ")} → ${c.code}`, async () => {

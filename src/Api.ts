@@ -1,6 +1,7 @@
 /** The whole HTTP contract: every group, served under /v1 and as unprefixed aliases. */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
+import { AttestationListApi } from "./Attestations/ListApi.js"
 import { InfoApi } from "./Info/Api.js"
 import { ProofsApi } from "./Sealing/Api.js"
 import { AnchorsApi, SimulatedChainApi } from "./Anchoring/Api.js"
@@ -18,6 +19,7 @@ export class Api extends HttpApi.make("attestd")
   .add(AttestationsApi)
   .add(VerificationApi)
   .add(LookupApi)
+  .add(AttestationListApi)
   .add(ProofsApi)
   .add(AnchorsApi)
   .add(SimulatedChainApi)

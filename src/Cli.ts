@@ -1,12 +1,13 @@
 /** The `attestd` command line (CONTRACT.md §1): every command. bin.ts runs it on the process's argv; tests run it in-process. */
-import { Args, Command, Options } from "@effect/cli"
-import { Console, ConfigProvider, Effect, Layer, Option, ParseResult, Schema } from "effect"
-import { readFileSync } from "node:fs"
+import { Args, type CliApp, Command, HelpDoc, Options, Usage, ValidationError } from "@effect/cli"
+import { Console, ConfigError, ConfigProvider, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { accessSync, constants, readFileSync, statSync } from "node:fs"
 import { Brand } from "./Brand/Domain.js"
 import { BrandRepo } from "./Brand/Repo.js"
 import { formatMillis } from "./Domain/Time.js"
 import { verifyCommand } from "./VerifyCli/Command.js"
 import { stampCommand, upgradeCommand } from "./Stamp/Command.js"
+import { listCommand } from "./Stamp/ListCommand.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { KeyCacheRef } from "./Auth/KeyCache.js"
 import { parseCidr } from "./Platform/ClientAddress.js"
@@ -17,43 +18,54 @@ import { backup, restore } from "./Platform/Backup.js"
 import { DatabaseLive, migrate } from "./Platform/Sql.js"
 import { generateKey, registerPublicKeys } from "./Platform/Signer.js"
 
-/** `serve` flags, each the same setting as an environment variable. */
-const FLAGS = {
-  port: "PORT",
-  host: "HOST",
-  "database-url": "DATABASE_URL",
-  mode: "ATTESTD_MODE",
-  env: "ATTESTD_ENV",
-  "tsa-url": "ATTESTD_TSA_URL",
-  "tsa-ca-file": "ATTESTD_TSA_CA_FILE",
-  "ots-calendars": "ATTESTD_OTS_CALENDARS",
-  "seal-interval": "ATTESTD_SEAL_INTERVAL",
-  "anchor-interval": "ATTESTD_ANCHOR_INTERVAL",
-  "ots-upgrade-interval": "ATTESTD_OTS_UPGRADE_INTERVAL",
-  "webhook-retry-delays": "ATTESTD_WEBHOOK_RETRY_DELAYS",
-  "data-dir": "ATTESTD_DATA_DIR",
-  "demo-confirm-delay": "ATTESTD_DEMO_CONFIRM_DELAY",
-  "trust-proxy": "ATTESTD_TRUST_PROXY",
-  "public-rate-limit": "ATTESTD_PUBLIC_RATE_LIMIT",
-  "scan-max-hashes": "ATTESTD_SCAN_MAX_HASHES",
-  "shutdown-timeout": "ATTESTD_SHUTDOWN_TIMEOUT",
-  "request-timeout": "ATTESTD_REQUEST_TIMEOUT",
-  "headers-timeout": "ATTESTD_HEADERS_TIMEOUT",
-  "keep-alive-timeout": "ATTESTD_KEEP_ALIVE_TIMEOUT",
-  "max-connections": "ATTESTD_MAX_CONNECTIONS",
-  "max-connections-per-address": "ATTESTD_MAX_CONNECTIONS_PER_ADDRESS"
-} as const
+/**
+ * `serve` (and `worker`) flags: every variable of Platform/Config.ts, each the same
+ * setting as its environment variable (CONTRACT §1); a flag wins over the variable.
+ */
+const SETTINGS = {
+  port: ["PORT", "listen port (default 8080; 0: any free port)"],
+  host: ["HOST", "listen address (default 127.0.0.1)"],
+  "database-url": ["DATABASE_URL", "sqlite:PATH (default sqlite:DATA_DIR/attestd.db) or postgres://…"],
+  mode: ["ATTESTD_MODE", "demo (embedded TSA and simulated calendar) or production (default demo)"],
+  env: ["ATTESTD_ENV", "the server's environment, test or production; a key restricted to the other gets 403"],
+  "tsa-url": ["ATTESTD_TSA_URL", "RFC 3161 TSA URLs, comma-separated, tried in order"],
+  "tsa-ca-file": ["ATTESTD_TSA_CA_FILE", "PEM trust anchors every TSA reply is validated against"],
+  "ots-calendars": ["ATTESTD_OTS_CALENDARS", "OpenTimestamps calendar URLs, comma-separated"],
+  "bitcoin-sources": ["ATTESTD_BITCOIN_SOURCES", "Esplora-compatible API base URLs, comma-separated: confirm Bitcoin block headers"],
+  "seal-interval": ["ATTESTD_SEAL_INTERVAL", "T1 batch window (default 60s)"],
+  "anchor-interval": ["ATTESTD_ANCHOR_INTERVAL", "T2 daily-root window (default 24h)"],
+  "ots-upgrade-interval": ["ATTESTD_OTS_UPGRADE_INTERVAL", "how often pending OTS proofs are asked for upgrades (default 10m)"],
+  "webhook-retry-delays": ["ATTESTD_WEBHOOK_RETRY_DELAYS", "webhook retry schedule (default 1m,5m,15m)"],
+  "webhook-ports": ["ATTESTD_WEBHOOK_PORTS", "ports webhook URLs may use, comma-separated"],
+  "data-dir": ["ATTESTD_DATA_DIR", "signing keys, demo TSA certificate, SQLite file (default ./data)"],
+  "demo-confirm-delay": ["ATTESTD_DEMO_CONFIRM_DELAY", "demo calendar: delay before a simulated Bitcoin confirmation (default 60s)"],
+  "trust-proxy": ["ATTESTD_TRUST_PROXY", "trusted proxy hops (a number) or the proxies' CIDRs, for X-Forwarded-For"],
+  "public-rate-limit": ["ATTESTD_PUBLIC_RATE_LIMIT", "requests per minute per client address on public endpoints; 0 = off"],
+  "default-rate-limit": ["ATTESTD_DEFAULT_RATE_LIMIT", "requests per minute of a key without its own rate limit (default 1000)"],
+  "scan-max-hashes": ["ATTESTD_SCAN_MAX_HASHES", "largest scan (default 50000)"],
+  "metrics-port": ["ATTESTD_METRICS_PORT", "serve Prometheus metrics on this port (default: none)"],
+  "fast-lane": ["ATTESTD_FAST_LANE", "on or off: the fast path for the hottest routes (default on)"],
+  "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
+  "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
+  "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],
+  "keep-alive-timeout": ["ATTESTD_KEEP_ALIVE_TIMEOUT", "idle keep-alive connection timeout (default 5s)"],
+  "max-connections": ["ATTESTD_MAX_CONNECTIONS", "open connections at most; 0 = no limit (default 4096)"],
+  "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"]
+} as const satisfies Record<string, readonly [string, string]>
 
 const settingOptions = Options.all(
   Object.fromEntries(
-    Object.entries(FLAGS).map(([flag, env]) => [flag, Options.text(flag).pipe(Options.withDescription(`same as ${env}`), Options.optional)])
-  ) as Record<keyof typeof FLAGS, Options.Options<Option.Option<string>>>
+    Object.entries(SETTINGS).map(([flag, [env, meaning]]) => [
+      flag,
+      Options.text(flag).pipe(Options.withDescription(`${meaning}; same as ${env}`), Options.optional)
+    ])
+  ) as Record<keyof typeof SETTINGS, Options.Options<Option.Option<string>>>
 )
 
 const withSettings = (settings: Record<string, Option.Option<string>>) => {
   const map = new Map<string, string>()
   for (const [flag, value] of Object.entries(settings)) {
-    if (Option.isSome(value)) map.set(FLAGS[flag as keyof typeof FLAGS], value.value)
+    if (Option.isSome(value)) map.set(SETTINGS[flag as keyof typeof SETTINGS][0], value.value)
   }
   return ConfigProvider.fromMap(map).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv()))
 }
@@ -82,7 +94,7 @@ const serve = Command.make(
 
 const worker = Command.make(
   "worker",
-  { settings: settingOptions, noMigrate: Options.boolean("no-migrate") },
+  { settings: settingOptions, noMigrate: Options.boolean("no-migrate").pipe(Options.withDescription("do not apply migrations on start")) },
   ({ noMigrate, settings }) => runServer(settings, { http: false, workers: true, migrate: !noMigrate })
 ).pipe(Command.withDescription("background workers only (sealer, anchorer, OTS upgrader, webhook dispatcher)"))
 
@@ -103,30 +115,48 @@ const migrateCommand = Command.make("migrate", {}, () =>
     yield* Console.log(JSON.stringify({ applied: applied.map(([id, name]) => `${id}_${name}`) }))
   })).pipe(Command.withDescription("apply database migrations"))
 
-const fail = (message: string) => Effect.zipRight(Console.error(message), Effect.fail(new Error(message)))
+/** A failure already reported to the user (one line on stderr); exit 2 when it is a usage error, else 1. */
+export class Reported extends Error {
+  constructor(message: string, readonly usage: boolean = false) {
+    super(message)
+  }
+}
+
+/** Prints `message` as one line and fails with exit 1. */
+const fail = (message: string) => Effect.zipRight(Console.error(message), Effect.fail(new Reported(message)))
+
+/** Prints `message` as one line and fails with exit 2: the invocation was wrong. */
+const usage = (message: string) => Effect.zipRight(Console.error(message), Effect.fail(new Reported(message, true)))
 
 const keysCreate = Command.make(
   "create",
   {
-    label: Options.text("label"),
-    scopes: Options.text("scopes").pipe(Options.optional),
-    org: Options.text("org").pipe(Options.optional),
-    env: Options.choice("env", ["test", "production"]).pipe(Options.optional),
-    allowIp: Options.text("allow-ip").pipe(Options.repeated),
-    rateLimit: Options.integer("rate-limit").pipe(Options.optional),
-    monthlyQuota: Options.integer("monthly-quota").pipe(Options.optional)
+    label: Options.text("label").pipe(Options.withDescription("a name for the key, shown by keys list")),
+    scopes: Options.text("scopes").pipe(
+      Options.withDescription(`comma-separated scopes the key holds (default: all): ${SCOPES.join(", ")}; a :write scope implies its :read`),
+      Options.optional
+    ),
+    org: Options.text("org").pipe(Options.withDescription("organisation id: keys of one org share its inventory and derived lists"), Options.optional),
+    env: Options.choice("env", ["test", "production"]).pipe(
+      Options.withDescription("restrict the key to a server of this environment (ATTESTD_ENV); the secret starts atk_test_ or atk_live_"),
+      Options.optional
+    ),
+    allowIp: Options.text("allow-ip").pipe(Options.withDescription("accept the key only from this IP address or CIDR; repeat for several"), Options.repeated),
+    rateLimit: Options.integer("rate-limit").pipe(Options.withDescription("requests per minute for this key (default: ATTESTD_DEFAULT_RATE_LIMIT)"), Options.optional),
+    monthlyQuota: Options.integer("monthly-quota").pipe(Options.withDescription("attestations per calendar month (UTC); 0 = none allowed"), Options.optional)
   },
   (o) =>
     Effect.gen(function*() {
       const scopes = Option.map(o.scopes, (s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0))
       if (Option.isSome(scopes)) {
+        if (scopes.value.length === 0) return yield* usage(`--scopes names no scope; give one or more of: ${SCOPES.join(", ")} (or leave --scopes out for all)`)
         const bad = scopes.value.filter((s) => !isScope(s))
-        if (bad.length > 0) return yield* fail(`unknown scope(s): ${bad.join(", ")}; known: ${SCOPES.join(", ")}`)
+        if (bad.length > 0) return yield* usage(`unknown scope(s): ${bad.join(", ")}; known: ${SCOPES.join(", ")}`)
       }
       const badIps = o.allowIp.filter((c) => parseCidr(c) === undefined)
-      if (badIps.length > 0) return yield* fail(`not an IP address or CIDR: ${badIps.join(", ")}`)
-      if (Option.isSome(o.rateLimit) && o.rateLimit.value < 1) return yield* fail("--rate-limit must be at least 1")
-      if (Option.isSome(o.monthlyQuota) && o.monthlyQuota.value < 0) return yield* fail("--monthly-quota must be >= 0")
+      if (badIps.length > 0) return yield* usage(`not an IP address or CIDR: ${badIps.join(", ")}`)
+      if (Option.isSome(o.rateLimit) && o.rateLimit.value < 1) return yield* usage("--rate-limit must be at least 1")
+      if (Option.isSome(o.monthlyQuota) && o.monthlyQuota.value < 0) return yield* usage("--monthly-quota must be >= 0")
       const env = Option.getOrNull(o.env) as "test" | "production" | null
       const created = yield* withDatabase(Effect.flatMap(ApiKeyRepo, (repo) =>
         repo.create({
@@ -172,14 +202,14 @@ const keysList = Command.make("list", {}, () =>
     }))
   })).pipe(Command.withDescription("list API keys (never prints secrets)"))
 
-const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }) }, ({ id }) =>
+const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }).pipe(Args.withDescription("the key's id (key_…), as keys list shows it")) }, ({ id }) =>
   Effect.gen(function*() {
     const revoked = yield* withDatabase(Effect.flatMap(ApiKeyRepo, (repo) => repo.revoke(id)))
     if (!revoked) return yield* fail(`no active key ${id}`)
     yield* Console.log(JSON.stringify({ id, revoked: true }))
   })).pipe(Command.withDescription("revoke an API key"))
 
-const keys = Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke]))
+const keys = Command.make("keys").pipe(Command.withDescription("API keys: create, list, revoke"), Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
 const rotate = Command.make("rotate", {}, () =>
   Effect.gen(function*() {
@@ -189,31 +219,36 @@ const rotate = Command.make("rotate", {}, () =>
     yield* Console.log(JSON.stringify({ kid: key.kid, created_at: key.createdAt, jwk: key.jwk }))
   })).pipe(Command.withDescription("add a new active signing key; old keys stay listed and verifiable"))
 
-const signingKeys = Command.make("signing-keys").pipe(Command.withSubcommands([rotate]))
+const signingKeys = Command.make("signing-keys").pipe(Command.withDescription("the service's ECDSA P-256 signing keys"), Command.withSubcommands([rotate]))
 
-const brandSet = Command.make("set", { slug: Args.text({ name: "SLUG" }), file: Options.file("file") }, ({ file, slug }) =>
+const brandSet = Command.make(
+  "set",
+  {
+    slug: Args.text({ name: "SLUG" }).pipe(Args.withDescription("the brand's name in URLs (/v1/brand/SLUG, the verifier page's ?brand=)")),
+    file: Options.file("file").pipe(Options.withDescription("a JSON object: the brand's fields (display_name, colours, logo_url, …)"))
+  },
+  ({ file, slug }) =>
   Effect.gen(function*() {
     const raw: unknown = yield* Effect.try({
       try: () => JSON.parse(readFileSync(file, "utf8")),
-      catch: (e) => new Error(`cannot read ${file}: ${String(e)}`)
-    })
+      catch: (e) => e
+    }).pipe(Effect.catchAll((e) => usage(`cannot read ${file}: ${e instanceof Error ? e.message : String(e)}`)))
     if (raw === null || typeof raw !== "object" || Array.isArray(raw)) {
-      return yield* Effect.fail(new Error(`invalid brand: ${file} must hold a JSON object`)).pipe(Effect.tapError((e) => Console.error(e.message)))
+      return yield* usage(`invalid brand: ${file} must hold a JSON object`)
     }
     const brand = yield* Schema.decodeUnknown(Brand)({ logo_url: null, ...raw, slug }, { onExcessProperty: "error" }).pipe(
-      Effect.mapError((e) => new Error(`invalid brand: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)),
-      Effect.tapError((e) => Console.error(e.message))
+      Effect.catchAll((e) => usage(`invalid brand: ${ParseResult.TreeFormatter.formatErrorSync(e).replace(/\s*\n\s*/g, " ")}`))
     )
     yield* withDatabase(Effect.flatMap(BrandRepo, (repo) => repo.put(brand, formatMillis(Date.now()))).pipe(Effect.provide(BrandRepo.Default)))
     yield* Console.log(JSON.stringify(brand))
   })).pipe(Command.withDescription("create or replace a brand configuration from a JSON file"))
 
-const brand = Command.make("brand").pipe(Command.withSubcommands([brandSet]))
+const brand = Command.make("brand").pipe(Command.withDescription("branding of the verifier page"), Command.withSubcommands([brandSet]))
 
 const backupCommand = Command.make("backup", { to: Options.text("to").pipe(Options.withDescription("a new or empty directory")) }, ({ to }) =>
   Effect.gen(function*() {
     const config = yield* loadConfig
-    const result = yield* backup(config, to).pipe(Effect.tapError((e) => Console.error(e.message)))
+    const result = yield* backup(config, to).pipe(Effect.catchAll((e) => fail(e.message)))
     yield* Console.log(JSON.stringify(result))
     if (result.store === "pg") yield* Console.error("Postgres: the database itself is not in this backup; dump it with pg_dump (docs/operations.md)")
   })).pipe(Command.withDescription("consistent online copy of the SQLite database plus the data dir (signing keys, demo TSA) into a directory"))
@@ -221,7 +256,7 @@ const backupCommand = Command.make("backup", { to: Options.text("to").pipe(Optio
 const restoreCommand = Command.make("restore", { from: Options.text("from").pipe(Options.withDescription("a directory written by attestd backup")) }, ({ from }) =>
   Effect.gen(function*() {
     const config = yield* loadConfig
-    const result = yield* restore(config, from).pipe(Effect.tapError((e) => Console.error(e.message)))
+    const result = yield* restore(config, from).pipe(Effect.catchAll((e) => fail(e.message)))
     yield* Console.log(JSON.stringify(result))
   })).pipe(Command.withDescription("restore a backup into an empty data dir (refuses a non-empty one)"))
 
@@ -230,10 +265,21 @@ const importCommand = Command.make(
   { file: Args.text({ name: "FILE.jsonl" }).pipe(Args.withDescription("one historical attestation per line (docs/operations.md)")) },
   ({ file }) =>
     Effect.gen(function*() {
+      const unreadable = (() => {
+        try {
+          accessSync(file, constants.R_OK)
+          return statSync(file).isFile() ? null : "not a file"
+        } catch (e) {
+          return e instanceof Error ? e.message : String(e)
+        }
+      })()
+      if (unreadable !== null) return yield* usage(`cannot read ${file}: ${unreadable}`)
       // Loaded on use, like the server: other commands start without it.
       const { importFile } = yield* Effect.promise(() => import("./Attestations/Import.js"))
       const { AttestationRepo } = yield* Effect.promise(() => import("./Attestations/Repo.js"))
-      const report = yield* withDatabase(Effect.provide(importFile(file), AttestationRepo.Default)).pipe(Effect.tapError((e) => Console.error(e.message)))
+      const report = yield* withDatabase(Effect.provide(importFile(file), AttestationRepo.Default)).pipe(
+        Effect.catchAll((e) => fail(e instanceof Error ? e.message : String(e)))
+      )
       for (const e of report.errors) yield* Console.error(`line ${e.line}: ${e.code} ${e.message}`)
       const shown = report.errors.slice(0, 100)
       yield* Console.log(JSON.stringify({
@@ -242,13 +288,15 @@ const importCommand = Command.make(
         errors: shown,
         ...(shown.length < report.errors.length ? { errors_truncated: report.errors.length - shown.length } : {})
       }))
-      if (report.failed > 0) return yield* Effect.fail(new Error(`${report.failed} line(s) not imported`))
+      if (report.failed > 0) return yield* fail(`${report.failed} line(s) not imported`)
     })
 ).pipe(Command.withDescription(
   "import historical attestations from JSONL; each line is checked (its signature with its key) and stored on its own; exit 1 if any line was not imported"
 ))
 
-const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(Options.optional) }, ({ url }) =>
+const healthcheck = Command.make("healthcheck", {
+  url: Options.text("url").pipe(Options.withDescription("the instance's base URL (default: http://HOST:PORT of the configuration)"), Options.optional)
+}, ({ url }) =>
   Effect.gen(function*() {
     const config = yield* loadConfig
     const host = config.host === "0.0.0.0" || config.host === "::" ? "127.0.0.1" : config.host
@@ -259,12 +307,178 @@ const healthcheck = Command.make("healthcheck", { url: Options.text("url").pipe(
       return res.status === 200 && body?.status === "ok"
     }).pipe(Effect.orElseSucceed(() => false))
     yield* Console.log(JSON.stringify({ url: `${base}/v1/healthz`, ok }))
-    if (!ok) return yield* Effect.fail(new Error("unhealthy"))
+    if (!ok) return yield* Effect.fail(new Reported("unhealthy"))
   })).pipe(Command.withDescription("exit 0 when /v1/healthz says ok, 1 otherwise (container health checks)"))
 
 export const attestd = Command.make("attestd").pipe(
-  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, backupCommand, restoreCommand, importCommand, healthcheck])
+  Command.withSubcommands([serve, worker, migrateCommand, keys, signingKeys, brand, verifyCommand, stampCommand, upgradeCommand, listCommand, backupCommand, restoreCommand, importCommand, healthcheck])
 )
 
-/** Runs `attestd` on an argv (node, script, args…): output through Console, a failed command as the effect's error. */
-export const cli = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })
+const run = Command.run(attestd, { name: "attestd", version: SERVICE_VERSION })
+
+// ---------------------------------------------------------------------------
+// How the command line behaves for a person: help without colour codes when it is not
+// a terminal and without padding; an unknown option refused (exit 2) before it can be
+// taken for a file name; every failure one line on stderr, no stack trace.
+
+const ANSI = /\u001b\[[0-9;]*m/g
+/** @effect/cli's generic line under each option's name: its type, not its meaning (ours follows it). */
+const TYPE_LINE = /^\s*(A user-defined piece of text\.|A true or false value\.|An integer\.|A file\.|A directory\.|A file or directory\.|A floating point number\.)$/
+
+const colourOn = (stream: NodeJS.WriteStream): boolean => stream.isTTY === true && process.env.NO_COLOR === undefined && process.env.TERM !== "dumb"
+
+/** Help and messages as printed: colour codes only on a terminal, no type lines, the command table unpadded, no trailing spaces. */
+export const tidyText = (text: string, colour: boolean): string => {
+  const out: Array<string> = []
+  let dropBlank = false
+  for (const raw of (colour ? text : text.replace(ANSI, "")).split("\n")) {
+    if (TYPE_LINE.test(raw.replace(ANSI, ""))) {
+      dropBlank = true
+      continue
+    }
+    if (dropBlank && raw.trim() === "") {
+      dropBlank = false
+      continue
+    }
+    dropBlank = false
+    // "  - serve [--port text] …<hundreds of spaces>description": the description on its own line
+    const row = /^(  - \S.*?) {2,}(\S.*)$/.exec(raw)
+    if (row) out.push(row[1]!.trimEnd(), `      ${row[2]!.trimEnd()}`)
+    else out.push(raw.trimEnd())
+  }
+  return out.join("\n")
+}
+
+const tidyConsole = (c: Console.Console): Console.Console => ({
+  ...c,
+  log: (...args) => c.log(...args.map((a) => (typeof a === "string" ? tidyText(a, colourOn(process.stdout)) : a))),
+  error: (...args) => c.error(...args.map((a) => (typeof a === "string" ? tidyText(a, colourOn(process.stderr)) : a)))
+})
+
+const BUILT_IN = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
+
+interface CommandShape {
+  /** Every option name of the command. */
+  readonly options: ReadonlySet<string>
+  /** Options followed by a value (the next argument is never an option name). */
+  readonly valued: ReadonlySet<string>
+}
+
+/** Every runnable command by its path; test/Cli/usage.test.ts checks it against the root help's list. */
+export const COMMANDS: ReadonlyMap<string, () => Usage.Usage> = new Map([
+  ["serve", () => Command.getUsage(serve)],
+  ["worker", () => Command.getUsage(worker)],
+  ["migrate", () => Command.getUsage(migrateCommand)],
+  ["keys create", () => Command.getUsage(keysCreate)],
+  ["keys list", () => Command.getUsage(keysList)],
+  ["keys revoke", () => Command.getUsage(keysRevoke)],
+  ["signing-keys rotate", () => Command.getUsage(rotate)],
+  ["brand set", () => Command.getUsage(brandSet)],
+  ["verify", () => Command.getUsage(verifyCommand)],
+  ["stamp", () => Command.getUsage(stampCommand)],
+  ["upgrade", () => Command.getUsage(upgradeCommand)],
+  ["list", () => Command.getUsage(listCommand)],
+  ["backup", () => Command.getUsage(backupCommand)],
+  ["restore", () => Command.getUsage(restoreCommand)],
+  ["import", () => Command.getUsage(importCommand)],
+  ["healthcheck", () => Command.getUsage(healthcheck)]
+])
+
+/** A command's options, read from its usage line (rendering only that line: the whole help costs ~70 ms). */
+const shapeOf = (usage: Usage.Usage): CommandShape => {
+  const tokens = HelpDoc.toAnsiText(Usage.getHelp(usage)).replace(ANSI, "").trim().split(/\s+/)
+  const options = new Set<string>()
+  const valued = new Set<string>()
+  tokens.forEach((t, i) => {
+    const name = /^[[(]*(--[a-z0-9][a-z0-9-]*)/.exec(t)?.[1]
+    if (name === undefined) return
+    options.add(name)
+    const next = tokens[i + 1]
+    if (!/[\])]$/.test(t) && next !== undefined && !/^[[<(-]/.test(next)) valued.add(name)
+  })
+  return { options, valued }
+}
+
+/** The first option `args` give that their command does not know, with the command's path; undefined when all are known. */
+export const unknownOption = (args: ReadonlyArray<string>): { readonly path: string; readonly option: string } | undefined => {
+  let at = 0
+  let path = ""
+  while (at < args.length && /^[a-z][a-z0-9-]*$/.test(args[at]!) && !COMMANDS.has(path)) {
+    path = path === "" ? args[at]! : `${path} ${args[at]}`
+    at++
+  }
+  const usage = COMMANDS.get(path)
+  if (usage === undefined) return undefined // no such command: @effect/cli reports it
+  const shape = shapeOf(usage())
+  for (; at < args.length; at++) {
+    const a = args[at]!
+    if (a === "--") break
+    if (!a.startsWith("-") || a === "-" || /^-\d/.test(a)) continue
+    const name = a.split("=")[0]!
+    if (BUILT_IN.includes(name)) continue
+    if (!shape.options.has(name)) return { path, option: name }
+    if (shape.valued.has(name) && !a.includes("=")) at++
+  }
+  return undefined
+}
+
+const FLAG_OF: ReadonlyMap<string, string> = new Map(Object.entries(SETTINGS).map(([flag, [env]]) => [env, flag]))
+
+/** The invalid settings of a ConfigError, each named as variable and flag (a missing value is only reported when nothing is invalid). */
+const configMessage = (e: ConfigError.ConfigError): string => {
+  const invalid: Array<string> = []
+  const missing: Array<string> = []
+  const walk = (c: ConfigError.ConfigError): void => {
+    switch (c._op) {
+      case "And":
+      case "Or":
+        walk(c.left)
+        walk(c.right)
+        return
+      case "InvalidData":
+      case "SourceUnavailable":
+      case "Unsupported": {
+        const name = c.path.join(".")
+        const flag = FLAG_OF.get(name)
+        invalid.push(`${name}${flag === undefined ? "" : ` (--${flag})`}: ${c.message}`)
+        return
+      }
+      case "MissingData":
+        missing.push(`${c.path.join(".")}: ${c.message}`)
+    }
+  }
+  walk(e)
+  return `invalid configuration: ${[...new Set(invalid.length > 0 ? invalid : missing)].join("; ")}`
+}
+
+const messageOf = (e: unknown): string => {
+  if (ConfigError.isConfigError(e)) return configMessage(e)
+  if (e instanceof Error) return e.message
+  return String(e)
+}
+
+/**
+ * Runs `attestd` on an argv (node, script, args…): output through Console. The exit code
+ * goes to process.exitCode: 0 done, 2 a usage error (unknown option or command, a missing
+ * or malformed argument, a bad setting), otherwise the command's own code or 1. A failure
+ * is one line on stderr, never a stack trace.
+ */
+export const cli = (argv: ReadonlyArray<string>) =>
+  Effect.flatMap(Effect.console, (console) => {
+    const setExit = (code: number) => Effect.sync(() => { process.exitCode = code })
+    const unknown = unknownOption(argv.slice(2))
+    const program: Effect.Effect<void, unknown, CliApp.CliApp.Environment> = unknown !== undefined
+      ? Effect.zipRight(
+        Console.error(`attestd ${unknown.path}: unknown option ${unknown.option} (see attestd ${unknown.path} --help)`),
+        setExit(2)
+      )
+      : run(argv).pipe(
+        Effect.catchAll((e) => {
+          if (ValidationError.isValidationError(e)) return setExit(2) // @effect/cli printed it
+          if (e instanceof Reported) return setExit(e.usage ? 2 : 1)
+          return Effect.zipRight(Console.error(`attestd: ${messageOf(e)}`), setExit(ConfigError.isConfigError(e) ? 2 : 1))
+        }),
+        Effect.catchAllDefect((d) => Effect.zipRight(Console.error(`attestd: internal error: ${messageOf(d)}`), setExit(1)))
+      )
+    return program.pipe(Effect.withConsole(tidyConsole(console)))
+  })

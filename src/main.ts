@@ -7,6 +7,7 @@ import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
+import { AttestationListLive } from "./Attestations/List.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
@@ -153,7 +154,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
       Layer.provide(AuthenticationLive)
     )
   )

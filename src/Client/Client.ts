@@ -78,6 +78,15 @@ export type ResponseOf<G extends GroupName, N extends string> = Plain<HttpApiEnd
 export type RequestOf<G extends GroupName, N extends string> = Plain<HttpApiEndpoint.HttpApiEndpoint.Payload<EndpointOf<G, N>>>
 
 export type AttestRequest = RequestOf<"attestations", "attest">
+
+/** The filters and page of GET /v1/attestations: `from` inclusive, `to` exclusive (ISO 8601 instants). */
+export interface ListAttestationsQuery {
+  readonly limit?: number
+  readonly cursor?: string
+  readonly level?: "T0" | "T1" | "T2"
+  readonly from?: string
+  readonly to?: string
+}
 export type AttestationItem = ResponseOf<"attestations", "attest">
 
 const newRequestId = (): string => {
@@ -197,6 +206,10 @@ export const createClient = (options: ClientOptions) => {
     ots: (ref: string) => get<R<"anchors", "ots">>(`${id(ref)}/ots`),
     /** The standard OpenTimestamps file (`.ots`) bytes. */
     otsProof: (ref: string) => request<Uint8Array>("GET", `${id(ref)}/ots/proof`, { retry: true, as: "bytes" }),
+    // the caller's own attestations
+    /** One page of the caller's own live claims, newest first (scope metadata:read); pass next_cursor back as `cursor` for the next. */
+    listAttestations: (query: ListAttestationsQuery = {}) =>
+      request<R<"attestationList", "list">>("GET", "/v1/attestations", { retry: true, query: { ...query } }),
     // the caller's claim: metadata and tags
     getMetadata: (ref: string) => get<R<"claims", "getMetadata">>(`${id(ref)}/metadata`),
     /** `ifMatch`: the etag last read; a concurrent change then fails with 412 instead of being overwritten. */

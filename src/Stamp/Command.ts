@@ -3,10 +3,12 @@
  * Stamp.ts and Upgrade.ts, talking to the server only through the Promise client
  * (no server code is loaded).
  *
- * stamp   exit 0 every file stamped, 1 some file failed (each reported), 2 bad invocation.
- * upgrade exit 0 every receipt at the level asked, 1 some receipt failed (unreadable,
- *         server error, evidence that does not match or verify), 2 bad invocation,
- *         3 some receipt still below the level asked (pending; nothing wrong).
+ * stamp   exit 0 every file stamped, 1 some file failed (each reported), 2 bad invocation
+ *         or a file that cannot be read (the others are still stamped).
+ * upgrade exit 0 every receipt at the level asked, 1 some receipt failed (server error,
+ *         evidence that does not match or verify), 2 bad invocation or a receipt that
+ *         cannot be read (the others are still upgraded), 3 some receipt still below the
+ *         level asked (pending; nothing wrong).
  * stdout carries one JSON report; stderr a progress bar (TTY) or a summary line.
  */
 import { Args, Command, Options } from "@effect/cli"
@@ -16,10 +18,10 @@ import { parseHmacKey } from "./Receipt.js"
 import { stampFiles } from "./Stamp.js"
 import { type Level, upgradeExitCode, upgradeReceipts } from "./Upgrade.js"
 
-class UsageError extends Error {}
+export class UsageError extends Error {}
 
 /** What a command body may touch besides its files: ATTESTD_URL / ATTESTD_API_KEY, and Console for its output. */
-interface Io {
+export interface Io {
   readonly env: { readonly url: string; readonly apiKey: string }
   /** one line on stdout */
   readonly out: (line: string) => void
@@ -27,7 +29,7 @@ interface Io {
   readonly err: (line: string) => void
 }
 
-const serverOf = (flag: Option.Option<string>, io: Io): string => {
+export const serverOf = (flag: Option.Option<string>, io: Io): string => {
   const url = Option.getOrElse(flag, () => io.env.url)
   if (url === "") throw new UsageError("no server: give --server URL or set ATTESTD_URL")
   let u: URL
@@ -40,13 +42,13 @@ const serverOf = (flag: Option.Option<string>, io: Io): string => {
   return u.href.replace(/\/+$/, "").replace(/\/v1$/, "")
 }
 
-const keyOf = (flag: Option.Option<string>, io: Io): string | undefined => {
+export const keyOf = (flag: Option.Option<string>, io: Io): string | undefined => {
   const k = Option.getOrElse(flag, () => io.env.apiKey)
   return k === "" ? undefined : k
 }
 
 /** Runs a command body; a UsageError prints `{ok:false,error}` and exits 2. */
-const shell = (name: string, body: (io: Io) => Promise<number>) =>
+export const shell = (name: string, body: (io: Io) => Promise<number>) =>
   Effect.gen(function*() {
     const console = yield* Effect.console
     const env = yield* Config.all({
@@ -67,11 +69,11 @@ const shell = (name: string, body: (io: Io) => Promise<number>) =>
     })
   })
 
-const serverOption = Options.text("server").pipe(
+export const serverOption = Options.text("server").pipe(
   Options.withDescription("the attestd instance (default: ATTESTD_URL)"),
   Options.optional
 )
-const keyOption = Options.text("key").pipe(
+export const keyOption = Options.text("key").pipe(
   Options.withDescription("API key (default: ATTESTD_API_KEY, which keeps it out of the process list)"),
   Options.optional
 )
@@ -81,7 +83,7 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`
 export const stampCommand = Command.make(
   "stamp",
   {
-    files: Args.file({ name: "FILE", exists: "either" }).pipe(Args.atLeast(1)),
+    files: Args.file({ name: "FILE", exists: "either" }).pipe(Args.withDescription("the files to stamp: each is hashed here, never uploaded"), Args.atLeast(1)),
     server: serverOption,
     key: keyOption,
     source: Options.text("source").pipe(Options.withDescription("source label stored with each claim"), Options.optional),
@@ -130,14 +132,14 @@ export const stampCommand = Command.make(
         `stamped ${summary.stamped} of ${a.files.length} file(s)${summary.failed > 0 ? `, ${summary.failed} failed` : ""} in ${seconds(summary.elapsedMs)}` +
           ` (${summary.requests} requests, ${summary.retries} retried)`
       )
-      return summary.failed === 0 ? 0 : 1
+      return summary.files.some((f) => !f.ok && f.error.startsWith("cannot read")) ? 2 : summary.failed === 0 ? 0 : 1
     })
-).pipe(Command.withDescription("hash files locally (never uploaded), attest them in batches of 100, write FILE.attestd.json beside each; exit 0 all stamped, 1 some failed, 2 bad invocation"))
+).pipe(Command.withDescription("hash files locally (never uploaded), attest them in batches of 100, check each answer against the instance's published keys, write FILE.attestd.json beside each; exit 0 all stamped, 1 some failed, 2 bad invocation or unreadable file"))
 
 export const upgradeCommand = Command.make(
   "upgrade",
   {
-    receipts: Args.file({ name: "FILE.attestd.json", exists: "either" }).pipe(Args.atLeast(1)),
+    receipts: Args.file({ name: "FILE.attestd.json", exists: "either" }).pipe(Args.withDescription("receipts written by attestd stamp"), Args.atLeast(1)),
     server: serverOption,
     key: keyOption,
     wait: Options.choice("wait", ["T1", "T2"]).pipe(
@@ -177,4 +179,4 @@ export const upgradeCommand = Command.make(
       )
       return upgradeExitCode(summary)
     })
-).pipe(Command.withDescription("fetch the latest evidence for receipts, rewrite them when the level rose, write FILE.ots; exit 0 all at the level asked (T2 unless --wait), 1 some failed, 2 bad invocation, 3 some still pending"))
+).pipe(Command.withDescription("fetch the latest evidence for receipts, check it against the instance's published trust, rewrite them when the level rose (id, hash and T0 kept), write FILE.ots; exit 0 all at the level asked (T2 unless --wait), 1 some failed, 2 bad invocation or unreadable receipt, 3 some still pending"))

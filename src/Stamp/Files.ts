@@ -1,6 +1,7 @@
 /** File helpers of the stamp commands (Node): streamed SHA-256, atomic writes, receipt paths. */
 import { createHash, randomBytes } from "node:crypto"
 import { createReadStream, renameSync, rmSync, writeFileSync } from "node:fs"
+import { fetchFailure } from "./PublishedTrust.js"
 import { RECEIPT_SUFFIX } from "./Receipt.js"
 
 /** SHA-256 (hex) of a file, streamed: the file is never held whole in memory, never uploaded. */
@@ -13,11 +14,14 @@ export const sha256File = (path: string): Promise<string> =>
       .on("end", () => resolve(h.digest("hex")))
   })
 
-/** Writes through a temporary file and a rename, so a reader never sees half a receipt. */
+/**
+ * Writes through a new temporary file in the same directory (mode 0600, never an existing
+ * file) and a rename, so a reader never sees half a receipt and a crash leaves the old one.
+ */
 export const writeAtomic = (path: string, data: string | Uint8Array): void => {
   const tmp = `${path}.${randomBytes(6).toString("hex")}.tmp`
   try {
-    writeFileSync(tmp, data)
+    writeFileSync(tmp, data, { mode: 0o600, flag: "wx" })
     renameSync(tmp, path)
   } catch (e) {
     rmSync(tmp, { force: true })
@@ -32,6 +36,8 @@ export const dataPathOf = (receipt: string): string | null =>
   receipt.endsWith(RECEIPT_SUFFIX) && receipt.length > RECEIPT_SUFFIX.length ? receipt.slice(0, -RECEIPT_SUFFIX.length) : null
 
 export const errorMessage = (e: unknown): string => {
+  // node's fetch says only "fetch failed"; the reason (connection refused, …) is its cause
+  if (e instanceof TypeError && e.message === "fetch failed") return `cannot reach the server: ${fetchFailure(e)}`
   if (e instanceof Error) {
     const code = (e as { code?: unknown }).code
     return typeof code === "string" && code.length > 0 && !e.message.includes(code) ? `${code}: ${e.message}` : e.message

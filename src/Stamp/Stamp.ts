@@ -8,8 +8,13 @@
  * whose retries (429, 5xx, network errors; backoff with full jitter, Retry-After) make
  * a busy or briefly failing server cost time, not files: attesting is idempotent, so
  * a retried batch gives the same IDs. A file that fails is reported and the rest go on.
+ *
+ * Every bundle is verified (Check.ts) against the keys and TSA anchors the instance
+ * publishes before its receipt is written: a bad signature is that file's error.
  */
 import { createClient, type RetryOptions } from "../Client/Client.js"
+import { type PublishedTrust, publishedTrust } from "./PublishedTrust.js"
+import { refusalOf } from "./Check.js"
 import { errorMessage, mapLimit, receiptPathOf, sha256File, writeAtomic } from "./Files.js"
 import { type HmacDigestSpec, hmacOfDigest, hmacSpec, receiptDocument } from "./Receipt.js"
 
@@ -52,13 +57,14 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
   let retries = 0
   const retriedStatuses: Record<string, number> = {}
   const baseFetch = o.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a))
+  const counted: typeof globalThis.fetch = (input, init) => {
+    requests++
+    return baseFetch(input, init)
+  }
   const client = createClient({
     baseUrl: o.server,
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
-    fetch: (input, init) => {
-      requests++
-      return baseFetch(input, init)
-    },
+    fetch: counted,
     retry: {
       maxAttempts: 8,
       maxElapsedMs: 120_000,
@@ -70,6 +76,8 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
       }
     }
   })
+  // Fetched once, without retries, before the first attest: a wrong --server fails at once, with its reason.
+  let trust: PublishedTrust | undefined
   const hmac: HmacDigestSpec | null = o.hmacKey ? await hmacSpec(o.hmacKey) : null
   const results: Array<FileResult> = []
   let done = 0
@@ -93,6 +101,8 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
     if (todo.length === 0) continue
     // Two files with the same content share one attestation (and one place in the batch).
     const hashes = [...new Set(todo.map((t) => t.hash))]
+    trust ??= await publishedTrust(o.server, counted)
+    const published = trust
     let byHash: Map<string, { readonly id: string; readonly status: string }>
     try {
       const reply = await client.attestBatch({
@@ -119,6 +129,8 @@ export const stampFiles = async (o: StampOptions): Promise<StampSummary> => {
         if (bundle.id !== item.id || bundle.hash_hex !== t.hash) {
           throw new Error(`evidence of ${item.id} names ${String(bundle.id)} / ${String(bundle.hash_hex)}`)
         }
+        const refusal = await refusalOf(bundle, published)
+        if (refusal !== null) throw new Error(`the server's evidence was refused: ${refusal}`)
         const receipt = receiptPathOf(t.file)
         writeAtomic(receipt, `${JSON.stringify(receiptDocument(bundle, hmac), null, 2)}\n`)
         finish({ file: t.file, ok: true, receipt, id: item.id, hash_hex: t.hash, level: String(bundle.level), status: item.status })

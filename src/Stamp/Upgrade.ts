@@ -6,14 +6,18 @@
  * Bitcoin-confirmed). With `wait`, polls with backoff until every receipt has reached
  * the level asked, or the timeout.
  *
- * A new bundle replaces a receipt only when it is about the same attestation (id and
- * hash_hex) and its math holds (the portable verifier finds no failed check), so a
- * confused or hostile server cannot overwrite good evidence with bad.
+ * A receipt's id, hash_hex and whole t0 are what it proves; an upgrade never changes
+ * them. An answer that names another id or hash, or carries another t0 (a back-dated
+ * one signed by another key, say), is refused; the new tiers are verified (Check.ts)
+ * against the keys and TSA anchors the instance publishes before the receipt is
+ * rewritten; so a confused, spoofed or hostile server cannot overwrite good evidence.
  */
 import { existsSync, readFileSync } from "node:fs"
 import { AttestdError, createClient, type RetryOptions } from "../Client/Client.js"
-import { base64ToBytes } from "../Domain/Bytes.js"
-import { verifyBundle } from "../Verify/Verifier.js"
+import { base64ToBytes, bytesToHex } from "../Domain/Bytes.js"
+import { parseDetachedFile } from "../Domain/Ots.js"
+import { type PublishedTrust, publishedTrust } from "./PublishedTrust.js"
+import { refusalOf } from "./Check.js"
 import { dataPathOf, errorMessage, mapLimit, writeAtomic } from "./Files.js"
 import { parseReceipt, type Receipt, receiptDocument } from "./Receipt.js"
 
@@ -69,21 +73,32 @@ interface State {
   error: string | null
 }
 
+/** JSON with object keys sorted: two values compare equal when they hold the same data. */
+const canonical = (v: unknown): string =>
+  JSON.stringify(v, (_k, x: unknown) =>
+    x !== null && typeof x === "object" && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : x)
+
 const sameBytes = (a: Uint8Array, b: Uint8Array) => a.length === b.length && a.every((x, i) => x === b[i])
 
 export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary> => {
   const started = Date.now()
   let requests = 0
   const baseFetch = o.fetch ?? ((...a: Parameters<typeof fetch>) => globalThis.fetch(...a))
+  const counted: typeof globalThis.fetch = (input, init) => {
+    requests++
+    return baseFetch(input, init)
+  }
   const client = createClient({
     baseUrl: o.server,
     ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
-    fetch: (input, init) => {
-      requests++
-      return baseFetch(input, init)
-    },
+    fetch: counted,
     retry: { maxAttempts: 6, maxElapsedMs: 60_000, ...o.retry }
   })
+  // Fetched once, on the first receipt that needs it; a failure is every such receipt's error.
+  let trust: Promise<PublishedTrust> | undefined
+  const trustOnce = () => (trust ??= publishedTrust(o.server, counted).catch((e: unknown) => Promise.reject(new Error(`cannot get the instance's published trust: ${errorMessage(e)}`))))
   const sleep = o.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)))
 
   const states: Array<State> = o.receipts.map((path) => {
@@ -105,6 +120,14 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
   const writeOts = (s: State, proof: Uint8Array): void => {
     const data = dataPathOf(s.path)
     if (data === null || s.receipt!.hmac !== null) return // an HMAC stamp's .ots would not match the file
+    const digest = (() => {
+      try {
+        return bytesToHex(parseDetachedFile(proof).digest)
+      } catch (e) {
+        throw new Error(`refused the server's .ots proof: ${errorMessage(e)}`)
+      }
+    })()
+    if (digest !== s.receipt!.evidence.hash_hex) throw new Error(`refused the server's .ots proof: its file digest ${digest} is not the receipt's hash_hex`)
     const path = `${data}.ots`
     if (existsSync(path) && sameBytes(new Uint8Array(readFileSync(path)), proof)) return
     writeAtomic(path, proof)
@@ -118,11 +141,16 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
       if (fresh.id !== old.id || fresh.hash_hex !== old.hash_hex) {
         throw new Error(`the server's evidence names ${String(fresh.id)} / ${String(fresh.hash_hex)}, the receipt ${String(old.id)} / ${String(old.hash_hex)}`)
       }
+      if (canonical(fresh.t0) !== canonical(old.t0)) {
+        throw new Error(`refused the server's evidence: its t0 differs from the receipt's (an upgrade never changes T0)`)
+      }
       if (rank(fresh.level) > rank(old.level)) {
-        const report = await verifyBundle(fresh)
-        if (report.verdict === "failed") throw new Error(`the server's ${String(fresh.level)} evidence does not verify: ${JSON.stringify(report.checks)}`)
-        s.receipt = { ...s.receipt!, evidence: fresh }
-        writeAtomic(s.path, `${JSON.stringify(receiptDocument(fresh, s.receipt.hmac), null, 2)}\n`)
+        // The receipt's own id, hash_hex and t0, with the new tiers.
+        const next: Record<string, unknown> = { ...fresh, id: old.id, hash_hex: old.hash_hex, t0: old.t0 }
+        const refusal = await refusalOf(next, await trustOnce())
+        if (refusal !== null) throw new Error(`refused the server's ${String(fresh.level)} evidence: ${refusal}`)
+        writeAtomic(s.path, `${JSON.stringify(receiptDocument(next, s.receipt!.hmac), null, 2)}\n`)
+        s.receipt = { ...s.receipt!, evidence: next }
         s.upgraded = true
       }
       const t2 = s.receipt!.evidence.t2 as { otsProof?: unknown } | undefined
@@ -141,6 +169,8 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
   }
 
   const reached = (s: State) => s.error === null && rank(s.receipt!.evidence.level) >= rank(o.target)
+  // The instance's trust first, once: a wrong server fails here at once, before any retries.
+  if (states.some((s) => s.error === null)) await trustOnce()
   let passes = 0
   let delay = o.pollMs?.first ?? 1000
   const deadline = Date.now() + (o.waitMs ?? 0)
@@ -175,5 +205,6 @@ export const upgradeReceipts = async (o: UpgradeOptions): Promise<UpgradeSummary
   return { receipts: results, reached: ok, pending: results.length - ok - failed, failed, passes, requests, elapsedMs: Date.now() - started }
 }
 
-/** Exit code of `attestd upgrade`: 0 every receipt at the level asked, 1 some receipt failed, 3 some still below it. */
-export const upgradeExitCode = (s: UpgradeSummary): number => (s.failed > 0 ? 1 : s.pending > 0 ? 3 : 0)
+/** Exit code of `attestd upgrade`: 0 every receipt at the level asked, 2 some receipt could not be read, 1 some receipt failed, 3 some still below it. */
+export const upgradeExitCode = (s: UpgradeSummary): number =>
+  s.receipts.some((r) => r.error?.startsWith("cannot read receipt") === true) ? 2 : s.failed > 0 ? 1 : s.pending > 0 ? 3 : 0

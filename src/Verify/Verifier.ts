@@ -22,6 +22,7 @@ import { applyOp, parseDetachedFile, type Timestamp } from "../Domain/Ots.js"
 import { jwkThumbprint, T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { verifyTokenOffline } from "../Platform/Tsa/Rfc3161.js"
 import { cryptoBackend, sha256, verifyP256 } from "./Crypto.js"
+import { shown } from "./Display.js"
 
 // ---------------------------------------------------------------------------
 // Report
@@ -842,19 +843,19 @@ export const verifyBundle = async (bundle: unknown, opts: VerifyOptions = {}): P
   }
 }
 
-/** A few human-readable lines for stderr. */
+/** A few human-readable lines for stderr (and the page's text summary); every field from the bundle or an input goes through `shown`. */
 export const summarize = (r: Report): string => {
   const mark = (s: CheckStatus) => (s === "ok" ? "OK" : s === "failed" ? "FAILED" : s === "unanchored" ? "UNANCHORED" : "NOT PERFORMED")
   const verdict = r.verdict === "verified" ? "VERIFIED" : r.verdict === "failed" ? "FAILED" : "PARTIAL (the math holds, but not every tier is anchored in a trust input)"
-  const lines = [`attestd verify: ${verdict} ${r.id ?? "(no id)"} ${r.hash_hex ?? ""}`.trimEnd()]
-  const trust = (c: { readonly trust: string | null }) => (c.trust === null ? "" : ` [trust: ${c.trust}]`)
-  if (r.checks.input) lines.push(`  input  ${mark(r.checks.input.status)}: ${r.checks.input.detail}`)
-  lines.push(`  T0     ${mark(r.checks.t0.status)}: ${r.checks.t0.detail}${trust(r.checks.t0)}`)
-  if (r.checks.t1) lines.push(`  T1     ${mark(r.checks.t1.status)}: ${r.checks.t1.detail}${trust(r.checks.t1)}`)
+  const lines = [`attestd verify: ${verdict} ${shown(r.id ?? "(no id)")} ${shown(r.hash_hex ?? "")}`.trimEnd()]
+  const trust = (c: { readonly trust: string | null }) => (c.trust === null ? "" : ` [trust: ${shown(c.trust)}]`)
+  if (r.checks.input) lines.push(`  input  ${mark(r.checks.input.status)}: ${shown(r.checks.input.detail)}`)
+  lines.push(`  T0     ${mark(r.checks.t0.status)}: ${shown(r.checks.t0.detail)}${trust(r.checks.t0)}`)
+  if (r.checks.t1) lines.push(`  T1     ${mark(r.checks.t1.status)}: ${shown(r.checks.t1.detail)}${trust(r.checks.t1)}`)
   if (r.checks.t2) {
-    lines.push(`  T2     ${mark(r.checks.t2.status)}: ${r.checks.t2.detail}${trust(r.checks.t2)}`)
-    lines.push(`  Bitcoin ${mark(r.checks.t2.bitcoin.status)}: ${r.checks.t2.bitcoin.detail}`)
+    lines.push(`  T2     ${mark(r.checks.t2.status)}: ${shown(r.checks.t2.detail)}${trust(r.checks.t2)}`)
+    lines.push(`  Bitcoin ${mark(r.checks.t2.bitcoin.status)}: ${shown(r.checks.t2.bitcoin.detail)}`)
   }
-  for (const n of r.notes) lines.push(`  note: ${n}`)
+  for (const n of r.notes) lines.push(`  note: ${shown(n)}`)
   return lines.join("\n")
 }

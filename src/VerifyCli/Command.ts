@@ -22,7 +22,9 @@ import { createHash } from "node:crypto"
 import { createReadStream, readFileSync } from "node:fs"
 import { existsSync } from "node:fs"
 import { hmacKeyId, hmacOfDigest, parseHmacKey, parseReceipt, RECEIPT_SUFFIX } from "../Stamp/Receipt.js"
-import { parseBlockHeaders, parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
+import { jsonForTerminal, shown } from "../Verify/Display.js"
+import { publishedTrust } from "../Stamp/PublishedTrust.js"
+import { parseKeysDocument, parseOtsHeaders, summarize, verifyBundle, type VerifyOptions } from "../Verify/Verifier.js"
 
 /** An input that cannot be read or parsed (exit code 2). */
 class InputError extends Error {}
@@ -67,55 +69,8 @@ const hashFile = (path: string): Promise<string> =>
 
 const TIMEOUT_MS = 15_000
 
-/** GET a JSON document from the instance; undefined on 404 when `optional`. */
-const getJson = async (url: string, optional: boolean): Promise<unknown> => {
-  let res: Response
-  try {
-    res = await fetch(url, { signal: AbortSignal.timeout(TIMEOUT_MS), headers: { accept: "application/json" } })
-  } catch (e) {
-    throw new InputError(`--server: GET ${url} failed: ${message(e)}`)
-  }
-  if (optional && (res.status === 404 || res.status === 405)) return undefined
-  if (!res.ok) throw new InputError(`--server: GET ${url} answered HTTP ${res.status}`)
-  return parseJson(await res.text(), `--server: GET ${url}`)
-}
-
-/** The trust inputs an instance publishes: its signing keys, its TSA anchors, its simulated chain (demo). */
-const fromServer = async (server: string): Promise<Partial<VerifyOptions>> => {
-  let base: URL
-  try {
-    base = new URL(server)
-  } catch {
-    throw new InputError(`--server ${server} is not a URL`)
-  }
-  if (base.protocol !== "http:" && base.protocol !== "https:") throw new InputError(`--server ${server} is not an http(s) URL`)
-  const origin = base.href.replace(/\/+$/, "").replace(/\/v1$/, "")
-  const label = `published by ${origin}`
-  const keysDoc = await getJson(`${origin}/v1/keys`, false)
-  const tsaDoc = await getJson(`${origin}/v1/tsa/certificates`, true)
-  const chainDoc = await getJson(`${origin}/v1/simulated-chain/headers`, true)
-  const out: { -readonly [K in keyof VerifyOptions]?: VerifyOptions[K] } = {
-    keys: parsed(`--server ${origin}/v1/keys`, () => parseKeysDocument(keysDoc))
-  }
-  const labels: { -readonly [K in keyof NonNullable<VerifyOptions["trustLabels"]>]?: string } = { keys: `keys ${label}` }
-  if (tsaDoc !== undefined) {
-    const certs = tsaDoc !== null && typeof tsaDoc === "object" && Array.isArray((tsaDoc as { certificates?: unknown }).certificates)
-      ? (tsaDoc as { certificates: Array<unknown> }).certificates
-      : null
-    if (certs === null) throw new InputError(`--server ${origin}/v1/tsa/certificates: expected {"certificates": [{provider, pem}]}`)
-    const pems = certs.flatMap((c) => (c !== null && typeof c === "object" && typeof (c as { pem?: unknown }).pem === "string" ? [(c as { pem: string }).pem] : []))
-    if (pems.length > 0) {
-      out.tsaCaPem = pems
-      labels.tsa = `TSA trust anchors ${label}`
-    }
-  }
-  if (chainDoc !== undefined) {
-    out.simulatedHeaders = parsed(`--server ${origin}/v1/simulated-chain/headers`, () => parseBlockHeaders(chainDoc))
-    labels.simulated = `simulated chain headers ${label}`
-  }
-  out.trustLabels = labels
-  return out
-}
+/** The instance's published trust; any failure is unreadable input (exit 2). */
+const fromServer = (server: string) => publishedTrust(server).catch((e: unknown) => Promise.reject(new InputError(`--server: ${message(e)}`)))
 
 interface VerifyArgs {
   readonly bundle: string
@@ -222,15 +177,15 @@ const run = (args: VerifyArgs) =>
       catch: (e) => (e instanceof InputError ? e : new InputError(message(e)))
     }).pipe(Effect.either)
     if (inputs._tag === "Left") {
-      yield* Console.error(`attestd verify: ${inputs.left.message}`)
-      yield* Console.log(JSON.stringify({ ok: false, error: inputs.left.message }))
+      yield* Console.error(`attestd verify: ${shown(inputs.left.message)}`)
+      yield* Console.log(jsonForTerminal({ ok: false, error: inputs.left.message }))
       return yield* Effect.sync(() => {
         process.exitCode = 2
       })
     }
     const checked = yield* Effect.promise(() => verifyBundle(inputs.right.bundle, inputs.right.options))
     const report = inputs.right.notes.length === 0 ? checked : { ...checked, notes: [...inputs.right.notes, ...checked.notes] }
-    yield* Console.log(JSON.stringify(report, null, 2))
+    yield* Console.log(jsonForTerminal(report, 2))
     yield* Console.error(summarize(report))
     yield* Effect.sync(() => {
       process.exitCode = exitCodeOf(report.verdict)

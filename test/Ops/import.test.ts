@@ -50,7 +50,7 @@ for (const dialect of await dialects()) {
       expect(first.stderr).toContain("line 2: INVALID_SIGNATURE")
 
       const missing = await cliInProcessFor(env, ["import", join(work, "nope.jsonl")])
-      expect(missing.code).toBe(1)
+      expect(missing.code).toBe(2) // unreadable input
       expect(missing.stderr).toContain("cannot read")
 
       const serve: ServeProcess = await startServe(env)

@@ -196,7 +196,7 @@ for (const dialect of await dialects()) {
       expect(existsSync(`${file}.ots`)).toBe(false)
     }, 60_000)
 
-    it("reports each failed file and exits 1; bad invocations exit 2 and write nothing", async () => {
+    it("reports each failed file; an unreadable file exits 2 (the others stamped), bad invocations exit 2 and write nothing", async () => {
       const { key } = await server.createKey({ scopes: ["attest"] })
       const env = { ATTESTD_URL: server.url, ATTESTD_API_KEY: key }
       const dir = tmp()
@@ -204,7 +204,7 @@ for (const dialect of await dialects()) {
       writeFileSync(good, "good")
       const missing = join(dir, "missing.txt")
       const r = await cli(["stamp", good, missing], env)
-      expect(r.code).toBe(1)
+      expect(r.code).toBe(2)
       expect(r.json).toMatchObject({ ok: false, stamped: 1, failed: 1, files: [{ file: good, ok: true }, { file: missing, ok: false }] })
       expect(r.stderr).toMatch(/missing\.txt: cannot read/)
       expect(existsSync(`${good}.attestd.json`)).toBe(true)
@@ -232,15 +232,17 @@ for (const dialect of await dialects()) {
       expect(unauthorized).toMatchObject({ stamped: 0, failed: 1, retries: 0, files: [{ ok: false, error: expect.stringMatching(/^attest failed: /) }] })
       expect(existsSync(`${other}.attestd.json`)).toBe(false)
 
-      // an unreadable receipt fails the upgrade (exit 1); the good one is still processed
+      // an unreadable receipt fails the upgrade (exit 2: unreadable input); the good one is still processed
       const junk = join(dir, "junk.attestd.json")
       writeFileSync(junk, "not json")
       const up = await upgradeReceipts({ receipts: [junk, `${good}.attestd.json`], server: server.url, target: "T0" })
       expect(up.receipts[0]!.error).toMatch(/cannot read receipt/)
       expect(up.receipts[1]).toMatchObject({ error: null, reached: true })
-      expect(upgradeExitCode(up)).toBe(1)
-      expect(upgradeExitCode({ ...up, failed: 0, pending: 1 })).toBe(3)
-      expect(upgradeExitCode({ ...up, failed: 0, pending: 0 })).toBe(0)
+      expect(upgradeExitCode(up)).toBe(2)
+      const readable = up.receipts.slice(1)
+      expect(upgradeExitCode({ ...up, receipts: readable, failed: 1, pending: 0 })).toBe(1)
+      expect(upgradeExitCode({ ...up, receipts: readable, failed: 0, pending: 1 })).toBe(3)
+      expect(upgradeExitCode({ ...up, receipts: readable, failed: 0, pending: 0 })).toBe(0)
     }, 60_000)
   })
 }

@@ -6,6 +6,7 @@
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
+import { shown } from "../../src/Verify/Display.js"
 import { summarize, verifyBundle } from "../../src/Verify/Verifier.js"
 
 declare const __HASH_WORKER_SOURCE__: string
@@ -223,13 +224,13 @@ const render = (r: AnyReport, bundle: unknown) => {
     const when = status === "ok" || status === "unanchored" ? timeOf(tier, r, bundle) : null
     const row = el("li", { "data-tier": tier, "data-status": status, class: `tier ${status}` },
       el("div", { class: "tier-head" }, el("strong", {}, tier), el("span", { class: "badge" }, STATUS_TEXT[status] ?? status)),
-      el("div", { class: "trusts" }, `Trusts: ${tier === "T2" && check?.simulated === true ? TRUSTS.T2sim : TRUSTS[tier]} — ${typeof check?.trust === "string" ? check.trust : trustLabel(tier)}`),
-      ...(when ? [el("div", { class: "when" }, `Existed no later than ${when}`)] : []),
-      el("div", { class: "detail" }, typeof check?.detail === "string" ? check.detail : "this tier is not in the bundle"))
+      el("div", { class: "trusts" }, `Trusts: ${tier === "T2" && check?.simulated === true ? TRUSTS.T2sim : TRUSTS[tier]} — ${shown(typeof check?.trust === "string" ? check.trust : trustLabel(tier))}`),
+      ...(when ? [el("div", { class: "when" }, `Existed no later than ${shown(String(when))}`)] : []),
+      el("div", { class: "detail" }, shown(typeof check?.detail === "string" ? check.detail : "this tier is not in the bundle")))
     tiers.append(row)
   }
   const notes = Array.isArray(r.notes) ? (r.notes as Array<unknown>).filter((n): n is string => typeof n === "string") : []
-  $<HTMLElement>("#notes").replaceChildren(...notes.map((n) => el("li", {}, n)))
+  $<HTMLElement>("#notes").replaceChildren(...notes.map((n) => el("li", {}, shown(n))))
   $<HTMLPreElement>("#summary").textContent = (() => {
     try {
       return summarize(r as never)

@@ -1,0 +1,71 @@
+/**
+ * The SQL of listing a key's own attestations (the same on SQLite and Postgres): its live
+ * claims joined to their attestations, newest first by (registered_at, seq). The wire
+ * format of registered_at has a fixed width and a literal +00:00, so comparing the text
+ * compares the instants; seq breaks ties, so the keyset (registered_at, seq) is total and
+ * a page never repeats or skips a row, whatever is attested meanwhile.
+ */
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, flow, Schema } from "effect"
+import { HashHex } from "../Domain/HashHex.js"
+import { DbInt, orDieOnMismatch } from "../Platform/Rows.js"
+import { Level } from "./Domain.js"
+
+/** The last row of a page: the next page starts after it. */
+export interface ListPosition {
+  readonly registeredAt: string
+  readonly seq: number
+}
+
+export interface ListQuery {
+  readonly apiKeyId: string
+  readonly limit: number
+  readonly after: ListPosition | undefined
+  readonly level: Level | undefined
+  /** Inclusive, wire format. */
+  readonly from: string | undefined
+  /** Exclusive, wire format. */
+  readonly to: string | undefined
+}
+
+const ListRow = Schema.Struct({
+  seq: DbInt,
+  id: Schema.String,
+  hash_hex: HashHex,
+  level: Level,
+  registered_at: Schema.String,
+  source: Schema.NullOr(Schema.String)
+})
+export type ListRow = typeof ListRow.Type
+
+export class ListRepo extends Effect.Service<ListRepo>()("Attestations/ListRepo", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Up to `limit + 1` rows: one more than a page tells whether another page follows. */
+    const page = flow(
+      SqlSchema.findAll({
+        Request: Schema.Any as Schema.Schema<ListQuery>,
+        Result: ListRow,
+        execute: (q: ListQuery) => {
+          const where = [sql`c.api_key_id = ${q.apiKeyId}`, sql`c.deleted_at IS NULL`]
+          if (q.level !== undefined) where.push(sql`a.level = ${q.level}`)
+          if (q.from !== undefined) where.push(sql`a.registered_at >= ${q.from}`)
+          if (q.to !== undefined) where.push(sql`a.registered_at < ${q.to}`)
+          if (q.after !== undefined) {
+            where.push(sql`(a.registered_at < ${q.after.registeredAt} OR (a.registered_at = ${q.after.registeredAt} AND a.seq < ${q.after.seq}))`)
+          }
+          return sql`
+            SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source
+            FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
+            WHERE ${sql.and(where)}
+            ORDER BY a.registered_at DESC, a.seq DESC
+            LIMIT ${q.limit + 1}`
+        }
+      }),
+      orDieOnMismatch
+    )
+
+    return { page } as const
+  })
+}) {}

@@ -44,7 +44,6 @@ const SETTINGS = {
   "default-rate-limit": ["ATTESTD_DEFAULT_RATE_LIMIT", "requests per minute of a key without its own rate limit (default 1000)"],
   "scan-max-hashes": ["ATTESTD_SCAN_MAX_HASHES", "largest scan (default 50000)"],
   "metrics-port": ["ATTESTD_METRICS_PORT", "serve Prometheus metrics on this port (default: none)"],
-  "fast-lane": ["ATTESTD_FAST_LANE", "on or off: the fast path for the hottest routes (default on)"],
   "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
   "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],

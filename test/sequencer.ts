@@ -39,7 +39,6 @@ const ESTIMATES: Readonly<Record<string, number>> = {
   "test/Webhooks/api.test.ts": 20,
   "test/Webhooks/retries.test.ts": 19,
   "test/Webhooks/fairness.test.ts": 19,
-  "test/Http/fastLaneParity.test.ts": 19,
   "test/Anchoring/simulatedChain.test.ts": 19,
   "test/Anchoring/ots.test.ts": 19,
   "test/Auth/multi.test.ts": 18,

@@ -110,7 +110,6 @@ const cases = (): ReadonlyArray<Case> => [
   { argv: ["serve", "--port", "abc"], code: 2, stderr: /PORT \(--port\)/, check: [ONE_LINE, NO_STACK] },
   { argv: ["serve", "--metrics-port", "abc"], code: 2, stderr: /ATTESTD_METRICS_PORT \(--metrics-port\)/, check: [ONE_LINE, NO_STACK] },
   { argv: ["serve", "--default-rate-limit", "many"], code: 2, stderr: /ATTESTD_DEFAULT_RATE_LIMIT \(--default-rate-limit\)/, check: [ONE_LINE, NO_STACK] },
-  { argv: ["serve", "--fast-lane", "sideways"], code: 2, stderr: /ATTESTD_FAST_LANE \(--fast-lane\)/, check: [ONE_LINE, NO_STACK] },
   // user errors: one clear line; a server that is not there: at once, with the address and the reason
   { argv: ["keys", "revoke", "key_nothing"], code: 1, stderr: /no active key key_nothing/, check: [ONE_LINE, NO_STACK] },
   { argv: ["stamp", "data.txt", "--server", "http://127.0.0.1:{port}"], code: 1, stderr: /127\.0\.0\.1:{port}.*connection refused/, check: [ONE_LINE, NO_STACK, (r) => expect(r.ms).toBeLessThan(5_000)] },

@@ -1,6 +1,6 @@
 /** Wiring: which Layers make up the service for a configuration. Nothing else lives here. */
 import { HttpApiBuilder, HttpApiSwagger, HttpMiddleware, HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, ManagedRuntime } from "effect"
+import { Context, Effect, identity, Layer, ManagedRuntime } from "effect"
 import { meteredCalendar, meteredTsa, MetricsServerLive, MetricsListener } from "./Platform/Metrics.js"
 import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
@@ -207,8 +207,12 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       requestServices: edgeServices
     }))
   ))).pipe(Layer.provide(RequestMetas.layer))
+  // Tracing is opt-in (ATTESTD_TRACING=1): off, no request or SQL statement opens a span.
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
-  return Layer.merge(served, MetricsServerLive).pipe(Layer.provideMerge(AppLive(config, options)))
+  return Layer.merge(served, MetricsServerLive).pipe(
+    Layer.provideMerge(AppLive(config, options)),
+    tracing ? identity : Layer.provide(Layer.setTracerEnabled(false))
+  )
 }
 
 /** Starts a server in this process (tests, benchmarks); resolves with its base URL. */

@@ -2,16 +2,24 @@
  * Group commit: items submitted by many fibers are handled together, so concurrent
  * attests share one transaction (and one fsync on SQLite) instead of one each.
  *
- * A queue and `workers` fibers: a worker takes the first waiting item, lets the
- * fibers that are ready run once (so the requests read in the same turn join), then
- * takes up to `maxBatch` of what is waiting as one batch. While a batch runs, the
- * next one forms. Nothing depends on the clock, so TestClock never holds a batch.
+ * A queue and `workers` fibers: a worker takes the first waiting item, waits for the
+ * next turn of the event loop (so the requests node reads from other sockets in this
+ * turn join: a fiber woken by the first one would otherwise run before node reads the
+ * second), then takes up to `maxBatch` of what is waiting as one batch. While a batch
+ * runs, the next one forms. The turn is setImmediate, not the Effect clock, so
+ * TestClock never holds a batch.
  *
  * A batch that fails is retried item by item, so one bad item fails only its own
  * request. A batch under way finishes before the scope closes (it may hold a
  * transaction); items still waiting then are interrupted.
  */
 import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
+
+/** The next turn of the event loop, after the I/O callbacks of this one. */
+const nextTurn = Effect.async<void>((resume) => {
+  const timer = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(timer))
+})
 
 interface Entry<I, O, E> {
   readonly item: I
@@ -46,7 +54,7 @@ export const makeBatcher = <I, O, E>(options: {
     const worker = Effect.uninterruptibleMask((restore) =>
       Effect.gen(function*() {
         const first = yield* restore(Queue.take(queue))
-        yield* Effect.yieldNow()
+        yield* nextTurn
         const rest = yield* Queue.takeUpTo(queue, options.maxBatch - 1)
         yield* runBatch([first, ...rest])
       })

@@ -16,6 +16,7 @@ import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { formatMicros, formatMillis } from "../Domain/Time.js"
 import { makeBatcher } from "../Platform/Batcher.js"
 import { Signer } from "../Platform/Signer.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 import type { Attestation, Claim } from "./Domain.js"
 import { AttestationRepo, claimRowOn, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
 
@@ -159,7 +160,8 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       })
 
     const submit = yield* makeBatcher<AttestInput, ReadonlyArray<Attested>, SqlError.SqlError | ServiceUnavailable>({
-      process: group,
+      // A group rolled back by a conflict runs again from its reads, with nothing of the failed attempt.
+      process: (inputs) => retryingConflicts(group(inputs)),
       maxBatch: 64,
       workers: isPg ? 2 : 1
     })

@@ -2,10 +2,10 @@
  * The storage switch: `sqlite:PATH` (embedded default) or `postgres://…`, and the
  * migrations of both dialects. Everything above this file talks to `SqlClient`.
  */
-import { Migrator, SqlClient } from "@effect/sql"
+import { Migrator, SqlClient, SqlError } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Predicate, Redacted } from "effect"
 import { migrations } from "./migrations/index.js"
 import { prepareSqliteFile } from "./PrivateFiles.js"
 
@@ -121,4 +121,26 @@ export const currentDialect = Effect.map(
 export const DatabaseLive = (config: { readonly databaseUrl: string }, options: { readonly migrate?: boolean } = {}) => {
   const sql = layerFromUrl(config.databaseUrl)
   return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
+}
+
+/** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): Postgres rolled the transaction back, and it can run again. */
+export const isRetryableConflict = (e: unknown): boolean =>
+  e instanceof SqlError.SqlError && Predicate.hasProperty(e.cause, "code") && (e.cause.code === "40001" || e.cause.code === "40P01")
+
+/** A pause of real time (setTimeout, not the Effect clock): a retry must not wait for a TestClock. */
+const pause = (ms: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
+
+/**
+ * `transaction` again, up to 5 more times with a jittered pause (5–40 ms, growing), while it fails
+ * with a serialization failure or a deadlock; any other failure at once.
+ */
+export const retryingConflicts = <A, E, R>(transaction: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  const attempt = (n: number): Effect.Effect<A, E, R> =>
+    Effect.catchIf(transaction, (e) => n < 5 && isRetryableConflict(e), () =>
+      Effect.zipRight(pause(Math.floor((0.5 + Math.random()) * 5 * 2 ** Math.min(n, 3))), attempt(n + 1)))
+  return attempt(0)
 }

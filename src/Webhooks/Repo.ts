@@ -5,6 +5,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
+import { retryingConflicts } from "../Platform/Sql.js"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
@@ -309,13 +310,13 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      * webhook's history once.
      */
     const recordAttempts = (records: ReadonlyArray<AttemptRecord>) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const sorted = [...records].sort((a, b) =>
           a.delivery.webhookId < b.delivery.webhookId ? -1 : a.delivery.webhookId > b.delivery.webhookId ? 1 : a.delivery.id - b.delivery.id
         )
         yield* Effect.forEach(sorted, recordOne, { discard: true })
         yield* Effect.forEach(new Set(sorted.map((r) => r.delivery.webhookId)), trimHistory, { discard: true })
-      }))
+      })))
 
     /** The circuit of a webhook (tests and operators). */
     const circuitOf = flow(

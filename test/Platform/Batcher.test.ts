@@ -1,0 +1,74 @@
+/**
+ * Group commit (src/Platform/Batcher.ts): items submitted in one turn of the event
+ * loop are handled as one batch; a failed batch is retried item by item, so one bad
+ * item fails only itself; closing the scope answers a batch under way and interrupts
+ * what still waits. TestClock holds nothing: the batch forms on the next real turn.
+ */
+import { it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Scope } from "effect"
+import { describe, expect } from "vitest"
+import { makeBatcher } from "../../src/Platform/Batcher.js"
+
+describe("makeBatcher", () => {
+  it.effect("handles what is submitted in one turn as one batch, answers in order", () =>
+    Effect.gen(function*() {
+      const batches: Array<ReadonlyArray<number>> = []
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) => Effect.sync(() => (batches.push(items), items.map((n) => n * 10))),
+        maxBatch: 64,
+        workers: 1
+      })
+      const answers = yield* Effect.all(Array.from({ length: 20 }, (_, i) => submit(i)), { concurrency: "unbounded" })
+      expect(answers).toEqual(Array.from({ length: 20 }, (_, i) => i * 10))
+      expect(batches.length).toBeLessThanOrEqual(2)
+      expect(batches.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i))
+    }).pipe(Effect.scoped))
+
+  it.effect("splits a queue longer than maxBatch", () =>
+    Effect.gen(function*() {
+      const sizes: Array<number> = []
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) => Effect.sync(() => (sizes.push(items.length), items)),
+        maxBatch: 8,
+        workers: 1
+      })
+      yield* Effect.all(Array.from({ length: 30 }, (_, i) => submit(i)), { concurrency: "unbounded" })
+      expect(Math.max(...sizes)).toBeLessThanOrEqual(8)
+      expect(sizes.reduce((a, b) => a + b, 0)).toBe(30)
+    }).pipe(Effect.scoped))
+
+  it.effect("a failed batch is retried item by item: only the bad item fails", () =>
+    Effect.gen(function*() {
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) => items.includes(13) ? Effect.fail(`bad ${items.length}`) : Effect.succeed(items),
+        maxBatch: 64,
+        workers: 1
+      })
+      const exits = yield* Effect.all([10, 11, 13, 14].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" })
+      expect(exits.map((e) => (Exit.isSuccess(e) ? e.value : "failed"))).toEqual([10, 11, "failed", 14])
+      expect(Exit.isFailure(exits[2]!) && JSON.stringify(exits[2].cause)).toContain("bad 1")
+    }).pipe(Effect.scoped))
+
+  it.effect("closing finishes the batch under way and interrupts what still waits", () =>
+    Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      let finished = 0
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) =>
+          Effect.async<ReadonlyArray<number>>((resume) => {
+            const t = setTimeout(() => (finished += items.length, resume(Effect.succeed(items))), 50)
+            return Effect.sync(() => clearTimeout(t))
+          }),
+        maxBatch: 1,
+        workers: 1
+      }).pipe(Scope.extend(scope))
+      const first = yield* Effect.fork(submit(1))
+      yield* Effect.promise(() => new Promise((r) => setTimeout(r, 10)))
+      const second = yield* Effect.fork(submit(2))
+      yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
+      yield* Scope.close(scope, Exit.void)
+      expect(yield* Fiber.join(first)).toBe(1)
+      expect(finished).toBe(1)
+      expect(Exit.isInterrupted(yield* Fiber.await(second))).toBe(true)
+    }))
+})

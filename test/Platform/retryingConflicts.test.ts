@@ -1,0 +1,41 @@
+/**
+ * A transaction Postgres rolled back for a serialization failure (40001) or a
+ * deadlock (40P01) runs again, a bounded number of times; any other failure is
+ * returned at once.
+ */
+import { SqlError } from "@effect/sql"
+import { Effect, Exit } from "effect"
+import { describe, expect, it } from "vitest"
+import { isRetryableConflict, retryingConflicts } from "../../src/Platform/Sql.js"
+
+const failing = (codes: ReadonlyArray<string>) => {
+  let calls = 0
+  const transaction = Effect.suspend(() => {
+    const code = codes[calls++]
+    return code === undefined ? Effect.succeed(calls) : Effect.fail(new SqlError.SqlError({ cause: { code }, message: "failed" }))
+  })
+  return { transaction, calls: () => calls }
+}
+
+describe("retryingConflicts", () => {
+  it("runs a transaction again after serialization failures and deadlocks", async () => {
+    const t = failing(["40001", "40P01", "40001"])
+    expect(await Effect.runPromise(retryingConflicts(t.transaction))).toBe(4)
+    expect(t.calls()).toBe(4)
+  })
+
+  it("gives up after 5 retries, with the conflict", async () => {
+    const t = failing(Array(10).fill("40P01"))
+    const exit = await Effect.runPromiseExit(retryingConflicts(t.transaction))
+    expect(Exit.isFailure(exit)).toBe(true)
+    expect(t.calls()).toBe(6)
+  })
+
+  it("returns any other failure at once", async () => {
+    const t = failing(["23505"])
+    const exit = await Effect.runPromiseExit(retryingConflicts(t.transaction))
+    expect(Exit.isFailure(exit)).toBe(true)
+    expect(t.calls()).toBe(1)
+    expect(isRetryableConflict(new SqlError.SqlError({ cause: new Error("connection refused") }))).toBe(false)
+  })
+})

@@ -139,8 +139,9 @@ describe("attestd as a person uses it (the built CLI)", () => {
     expect([...COMMANDS.keys()].sort()).toEqual(runnable.sort())
   })
 
+  // Each case is a process of its own: they run a few at a time (vitest's maxConcurrency).
   for (const c of cases()) {
-    it(`attestd ${c.argv.map((a) => (a === "" ? "''" : a)).join(" ")} → ${c.code}`, async () => {
+    it.concurrent(`attestd ${c.argv.map((a) => (a === "" ? "''" : a)).join(" ")} → ${c.code}`, async () => {
       const argv = c.argv.map((a) => a.replace("{port}", String(port)))
       const r = await run(argv, c.env)
       expect(r.code, `stdout: ${r.stdout}\nstderr: ${r.stderr}`).toBe(c.code)

@@ -120,11 +120,28 @@ export const timed = <A, E, R>(
   })
 
 /** Unsafe (synchronous) updates for code outside Effect: the HTTP observer. */
-export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) => {
-  const tags = labels({ method, route, status: String(status) })
-  httpRequests.unsafeUpdate(1, tags)
-  httpDuration.unsafeUpdate(elapsedSeconds, tags)
-  if (status === 429) rateLimitRejections.unsafeUpdate(1, labels({ route }))
+export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) =>
+  recordHttpLabelled(httpLabels(method, route, status), elapsedSeconds)
+
+/** The labels of an HTTP request's series: a caller recording many requests keeps them per (method, route, status). */
+export interface HttpLabels {
+  readonly request: ReadonlyArray<MetricLabel.MetricLabel>
+  readonly rejected: ReadonlyArray<MetricLabel.MetricLabel> | undefined
+}
+
+export const httpLabels = (method: string, route: string, status: number): HttpLabels => ({
+  request: labels({ method, route, status: String(status) }),
+  rejected: status === 429 ? labels({ route }) : undefined
+})
+
+/**
+ * One request into the HTTP series, with labels made before: Effect's registry keeps a
+ * metric's entry per label array, so the same array again skips hashing a new key.
+ */
+export const recordHttpLabelled = (tags: HttpLabels, elapsedSeconds: number) => {
+  httpRequests.unsafeUpdate(1, tags.request)
+  httpDuration.unsafeUpdate(elapsedSeconds, tags.request)
+  if (tags.rejected !== undefined) rateLimitRejections.unsafeUpdate(1, tags.rejected)
 }
 
 export const inc = (counter: typeof httpRequests, tags: Record<string, string>, by = 1) => counter.unsafeUpdate(by, labels(tags))

@@ -10,7 +10,7 @@ import { Context, Effect, Layer, LogLevel } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Api } from "../Api.js"
 import { directLogger } from "../Platform/Logging.js"
-import { recordHttp } from "../Platform/Metrics.js"
+import { type HttpLabels, httpLabels, recordHttpLabelled } from "../Platform/Metrics.js"
 import { stripV1 } from "../Http/Paths.js"
 import type { RequestMetaShape } from "../Auth/RequestMeta.js"
 
@@ -43,13 +43,20 @@ const TEMPLATES: ReadonlyArray<Template> = (() => {
   return out
 })()
 
+/** The templates of routes without a path parameter, by "METHOD path": most requests are found without a regex. */
+const LITERAL: ReadonlyMap<string, string> = new Map(
+  TEMPLATES.filter((t) => !t.template.includes(":")).map((t) => [`${t.method} ${t.template}`, t.template])
+)
+
 /** The route template of a request (`/v1` prefix kept when given), or "unmatched". */
 export const routeTemplateOf = (method: string, url: string): string => {
   const raw = url.split("?")[0] ?? url
   const path = stripV1(raw)
   const prefix = path !== raw ? "/v1" : ""
-  if (/^\/docs(\/.*)?$/.test(path)) return "/docs"
   const m = method === "HEAD" ? "GET" : method
+  const literal = LITERAL.get(`${m} ${path}`)
+  if (literal !== undefined) return prefix + literal
+  if (/^\/docs(\/.*)?$/.test(path)) return "/docs"
   const hit = TEMPLATES.find((t) => t.method === m && t.pattern.test(path)) ??
     TEMPLATES.find((t) => t.pattern.test(path))
   return hit ? prefix + hit.template : "unmatched"
@@ -60,6 +67,18 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
   const runtime = yield* Effect.runtime<never>()
   const log = directLogger(runtime)
   const requestMetas = yield* RequestMetas
+  // The label arrays of each (method, route, status) seen, kept for this server (a bounded set:
+  // route templates and statuses), so the metrics registry finds its entries by the same array.
+  const labelsSeen = new Map<string, HttpLabels>()
+  const labelsOf = (method: string, route: string, status: number): HttpLabels => {
+    const key = `${method} ${route} ${status}`
+    let found = labelsSeen.get(key)
+    if (found === undefined) {
+      if (labelsSeen.size >= 10_000) labelsSeen.clear()
+      labelsSeen.set(key, found = httpLabels(method, route, status))
+    }
+    return found
+  }
   return (req: IncomingMessage, res: ServerResponse) => {
     const start = performance.now()
     const finish = (aborted: boolean) => {
@@ -67,7 +86,7 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
       const method = req.method ?? "GET"
       const route = routeTemplateOf(method, req.url ?? "/")
       const status = aborted && !res.headersSent ? 499 : res.statusCode
-      recordHttp(method, route, status, seconds)
+      recordHttpLabelled(labelsOf(method, route, status), seconds)
       const meta = requestMetas.get(req)
       requestMetas.delete(req)
       const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")

@@ -61,6 +61,9 @@ export const rateLimitHeaders = (info: Errors.RateLimitInfo): Record<string, str
 })
 
 /** Status, headers and body of the envelope for an API error. */
+/** Seconds a client waits before retrying a 503 (a database restart or failover takes a few). */
+export const SERVICE_UNAVAILABLE_RETRY_AFTER = 5
+
 export const errorParts = (e: Errors.ApiError) => {
   const { code, status } = Errors.describeApiError(e)
   const headers: Record<string, string> = {}
@@ -69,6 +72,8 @@ export const errorParts = (e: Errors.ApiError) => {
     headers["retry-after"] = String(e.rateLimit.retryAfter)
   } else if (e._tag === "QuotaExceeded") {
     headers["retry-after"] = String(e.retryAfter)
+  } else if (e._tag === "ServiceUnavailable") {
+    headers["retry-after"] = String(SERVICE_UNAVAILABLE_RETRY_AFTER)
   } else if (e._tag === "PayloadTooLarge") {
     headers["connection"] = "close"
   } else if (e._tag === "MethodNotAllowed") {

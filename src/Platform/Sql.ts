@@ -144,3 +144,19 @@ export const retryingConflicts = <A, E, R>(transaction: Effect.Effect<A, E, R>):
       Effect.zipRight(pause(Math.floor((0.5 + Math.random()) * 5 * 2 ** Math.min(n, 3))), attempt(n + 1)))
   return attempt(0)
 }
+
+/** Error codes of a database that is unreachable, restarting or failing over, rather than of a statement. */
+const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENOTFOUND", "57P01", "57P02", "57P03", "53300"])
+
+/**
+ * Whether `e` says the database cannot be reached now (refused, reset, timed out, shutting down,
+ * too many connections, SQLSTATE class 08): the request may succeed when retried, so it is a 503.
+ */
+export const isDatabaseUnavailable = (e: unknown): boolean => {
+  if (!(e instanceof SqlError.SqlError)) return false
+  const cause = e.cause
+  const code = Predicate.hasProperty(cause, "code") && typeof cause.code === "string" ? cause.code : undefined
+  if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
+  const text = `${e.message} ${cause instanceof Error ? cause.message : ""}`
+  return /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect/i.test(text)
+}

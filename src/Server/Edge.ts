@@ -17,6 +17,7 @@ import { RateLimiter } from "../Auth/RateLimiter.js"
 import { chargePublic } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
+import { isDatabaseUnavailable } from "../Platform/Sql.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
@@ -162,6 +163,10 @@ export const failureError = (
       }
     }
     const meta = yield* currentRequestMeta
+    if (Option.isSome(Cause.find(cause, (c) => (Cause.isDieType(c) && isDatabaseUnavailable(c.defect)) || (Cause.isFailType(c) && isDatabaseUnavailable(c.error)) ? Option.some(c) : Option.none()))) {
+      yield* Effect.logWarning("database unavailable", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
+      return new Errors.ServiceUnavailable({ message: "the database is unavailable; retry shortly" })
+    }
     yield* Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
     return new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" })
   })

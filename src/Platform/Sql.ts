@@ -146,7 +146,7 @@ export const retryingConflicts = <A, E, R>(transaction: Effect.Effect<A, E, R>):
 }
 
 /** Error codes of a database that is unreachable, restarting or failing over, rather than of a statement. */
-const UNAVAILABLE_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENOTFOUND", "57P01", "57P02", "57P03", "53300"])
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENOTFOUND", "57P01", "57P02", "57P03", "53300"])
 
 /**
  * Whether `e` says the database cannot be reached now (refused, reset, timed out, shutting down,

@@ -120,9 +120,6 @@ export const timed = <A, E, R>(
   })
 
 /** Unsafe (synchronous) updates for code outside Effect: the HTTP observer. */
-export const recordHttp = (method: string, route: string, status: number, elapsedSeconds: number) =>
-  recordHttpLabelled(httpLabels(method, route, status), elapsedSeconds)
-
 /** The labels of an HTTP request's series: a caller recording many requests keeps them per (method, route, status). */
 export interface HttpLabels {
   readonly request: ReadonlyArray<MetricLabel.MetricLabel>

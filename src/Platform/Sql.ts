@@ -123,9 +123,15 @@ export const DatabaseLive = (config: { readonly databaseUrl: string }, options: 
   return options.migrate === false ? sql : Layer.provideMerge(Layer.effectDiscard(Effect.orDie(migrate)), sql)
 }
 
+/** The driver's code behind a SqlError (a SQLSTATE from Postgres, an errno such as ECONNREFUSED), if any. */
+const codeOf = (e: SqlError.SqlError): string | undefined =>
+  Predicate.hasProperty(e.cause, "code") && typeof e.cause.code === "string" ? e.cause.code : undefined
+
 /** SQLSTATE 40001 (serialization failure) and 40P01 (deadlock): Postgres rolled the transaction back, and it can run again. */
-export const isRetryableConflict = (e: unknown): boolean =>
-  e instanceof SqlError.SqlError && Predicate.hasProperty(e.cause, "code") && (e.cause.code === "40001" || e.cause.code === "40P01")
+export const isRetryableConflict = (e: unknown): boolean => {
+  const code = e instanceof SqlError.SqlError ? codeOf(e) : undefined
+  return code === "40001" || code === "40P01"
+}
 
 /** A pause of real time (setTimeout, not the Effect clock): a retry must not wait for a TestClock. */
 const pause = (ms: number) =>
@@ -154,9 +160,8 @@ const UNAVAILABLE_CODES: ReadonlySet<string> = new Set(["ECONNREFUSED", "ECONNRE
  */
 export const isDatabaseUnavailable = (e: unknown): boolean => {
   if (!(e instanceof SqlError.SqlError)) return false
-  const cause = e.cause
-  const code = Predicate.hasProperty(cause, "code") && typeof cause.code === "string" ? cause.code : undefined
+  const code = codeOf(e)
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
-  const text = `${e.message} ${cause instanceof Error ? cause.message : ""}`
+  const text = `${e.message} ${e.cause instanceof Error ? e.cause.message : ""}`
   return /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect/i.test(text)
 }

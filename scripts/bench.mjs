@@ -164,12 +164,19 @@ const load = async (server, request, { connections, duration, warmup }) => {
 // ---------------------------------------------------------------------------
 // servers
 
-/** The baseline: reads a POST's JSON body to the end and parses it; answers a small JSON. */
-const bareServer = (port) => {
+/**
+ * The baseline: reads a POST's JSON body to the end and parses it; answers a small JSON (about
+ * the size of a verify answer). A GET answers the trivial GET's own document (the test vectors,
+ * built by the same function from dist/), so both servers write the same bytes per GET.
+ */
+const bareServer = async (port) => {
   const body = JSON.stringify({ exists: true, hash_hex: "0".repeat(64), level: "T0" })
   const headers = { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) }
+  const { testVectors } = await import(join(ROOT, "dist/Info/TestVectors.js"))
+  const document = Buffer.from(JSON.stringify(testVectors()))
+  const getHeaders = { "content-type": "application/json", "content-length": String(document.length) }
   createServer((req, res) => {
-    if (req.method === "GET") return res.writeHead(200, headers).end(body)
+    if (req.method === "GET") return res.writeHead(200, getHeaders).end(document)
     let text = ""
     req.setEncoding("utf8")
     req.on("data", (chunk) => (text += chunk))
@@ -365,7 +372,7 @@ const gitHead = () => {
 
 // Last, so that every constant above is initialised before main() reads it.
 if (process.argv[2] === "bare-server") {
-  bareServer(Number(process.argv[3]))
+  await bareServer(Number(process.argv[3]))
 } else {
   await main()
 }

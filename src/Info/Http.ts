@@ -52,7 +52,8 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
     const repo = yield* AttestationRepo
     const health = yield* HealthChecks
     const signer = yield* Signer
-    const vectors = testVectors()
+    // A constant document: encoded once, each request answers the same bytes.
+    const vectors = new TextEncoder().encode(JSON.stringify(testVectors()))
     const tsa = yield* TsaClient
     const tsaCertificates = {
       certificates: tsa.trustAnchorsPem === undefined ? [] : pemToDers(tsa.trustAnchorsPem).map((der) => ({ provider: tsa.provider, pem: derToPem(der) }))
@@ -100,5 +101,5 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
         }))
       .handle("tsaCertificates", () => Effect.succeed(tsaCertificates))
-      .handle("testVectors", () => Effect.succeed(vectors))
+      .handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(vectors, { contentType: "application/json" })))
   }))

@@ -4,17 +4,18 @@
  * all at once. The clock is trusted when more than half of them answered and
  * |median offset| + half the median round trip ≤ ATTESTD_CLOCK_TOLERANCE.
  * Until the first poll has finished it is not trusted ("not yet checked"): a
- * token is never stamped on a clock nobody has looked at. Each poll replaces
- * the verdict, so recovery needs no one. The verdict shows as the `clock`
- * health check and the attestd_clock_* gauges.
+ * token is never stamped on a clock nobody has looked at; nor on a verdict older
+ * than two intervals (a poller that stopped). Each poll replaces the verdict, so
+ * recovery needs no one. The verdict shows as the `clock` health check and the
+ * attestd_clock_* gauges.
  */
-import { Clock, Duration, Effect, Layer, Metric, Ref } from "effect"
+import { Cause, Clock, Duration, Effect, Layer, Metric, Ref } from "effect"
 import type { NtpServer } from "../Platform/Config.js"
 import { type ClockCheck, HealthChecks } from "../Platform/HealthChecks.js"
 import * as Metrics from "../Platform/Metrics.js"
 import { formatMillis } from "../Domain/Time.js"
 import { ClockDiscipline, type ClockState } from "./Clock.js"
-import { query, type SntpError, type SntpSample, serverLabel } from "./Sntp.js"
+import { query, SntpError, type SntpSample, serverLabel } from "./Sntp.js"
 
 /** How long one server may take to answer a poll. */
 export const QUERY_TIMEOUT = Duration.seconds(2)
@@ -102,8 +103,14 @@ export const makeClockMonitor = (options: ClockMonitorOptions) =>
       failures: []
     })
 
+    const ask = (server: NtpServer) =>
+      query(server, timeout).pipe(
+        Effect.catchAllDefect((d) => Effect.fail(new SntpError({ server: serverLabel(server), reason: d instanceof Error ? d.message : String(d) }))),
+        Effect.either
+      )
+
     const poll = Effect.gen(function*() {
-      const answers = yield* Effect.forEach(options.servers, (s) => Effect.either(query(s, timeout)), { concurrency: "unbounded" })
+      const answers = yield* Effect.forEach(options.servers, ask, { concurrency: "unbounded" })
       const samples = answers.flatMap((a) => (a._tag === "Right" ? [a.right] : []))
       const failures = answers.flatMap((a) => (a._tag === "Left" ? [a.left] : []))
       const now = yield* Clock.currentTimeMillis
@@ -125,13 +132,37 @@ export const makeClockMonitor = (options: ClockMonitorOptions) =>
       return state
     })
 
-    const run = Effect.forever(Effect.zipRight(poll, Effect.sleep(options.interval)))
+    // A poll that dies (it should not: every server's failure is a value) still leaves a verdict.
+    const guarded = poll.pipe(Effect.catchAllCause((cause) =>
+      Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const reason = `the NTP poll failed: ${Cause.pretty(cause).split("\n")[0]}`
+        yield* Ref.set(verdict, { state: { _tag: "Untrusted", offsetMs: null, reason, checkedAtMillis: now }, halfRoundTripMs: null, failures: [] })
+        yield* Metric.set(Metrics.clockTrusted, 0)
+        yield* Effect.logWarning(`clock not trusted, time-stamp tokens refused: ${reason}`)
+      })
+    ))
+    const run = Effect.forever(Effect.zipRight(guarded, Effect.sleep(options.interval)))
 
+    // A verdict is good for two intervals and a poll: one missed poll is tolerated, a stopped poller is not.
+    const maxAgeMs = 2 * Duration.toMillis(options.interval) + Duration.toMillis(timeout)
+    const current = Effect.gen(function*() {
+      const v = yield* Ref.get(verdict)
+      const now = yield* Clock.currentTimeMillis
+      if (v.state._tag !== "Trusted" || now - v.state.checkedAtMillis <= maxAgeMs) return v
+      const state: ClockState = {
+        _tag: "Untrusted",
+        offsetMs: v.state.offsetMs,
+        reason: `the last NTP poll ended ${formatMillis(v.state.checkedAtMillis)}, more than two intervals ago`,
+        checkedAtMillis: v.state.checkedAtMillis
+      }
+      return { ...v, state }
+    })
     const discipline: ClockDiscipline["Type"] = {
-      state: Effect.map(Ref.get(verdict), (v) => v.state),
+      state: Effect.map(current, (v) => v.state),
       toleranceMs: options.toleranceMs
     }
-    const check = Effect.map(Ref.get(verdict), (v) => clockCheck(v.state, options.toleranceMs, v.halfRoundTripMs))
+    const check = Effect.map(current, (v) => clockCheck(v.state, options.toleranceMs, v.halfRoundTripMs))
     return { discipline, poll, run, check }
   })
 

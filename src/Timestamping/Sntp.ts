@@ -149,7 +149,11 @@ export const query = (server: NtpServer, timeout: Duration.DurationInput): Effec
         }))
       })
       socket.on("error", (e) => finish(Effect.fail(fail(reasonOf(e)))))
-      socket.send(encodeRequest(sent), server.port, address.address)
+      try {
+        socket.send(encodeRequest(sent), server.port, address.address)
+      } catch (e) {
+        finish(Effect.fail(fail(reasonOf(e))))
+      }
       return Effect.sync(close)
     })
   }).pipe(

@@ -47,13 +47,12 @@ describe("attestd serve with lying NTP servers", () => {
     expect(health.status).toBe(200)
     expect(health.body.status).toBe("degraded")
     expect(health.body.checks.clock).toMatchObject({ status: "degraded", tolerance_ms: 1000, reason: /exceeds the tolerance 1000 ms/ })
-    expect(health.body.checks.clock.offset_ms).toBeGreaterThan(9_900)
-    expect(health.body.checks.clock.offset_ms).toBeLessThan(10_100)
+    expect(Math.abs(health.body.checks.clock.offset_ms - 10_000)).toBeLessThan(500)
     const info = await (await fetch(`${serve.url}/v1/info`)).json() as { clock: string }
     expect(info.clock).toBe("untrusted")
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text()
     expect(metrics).toMatch(/^attestd_clock_trusted 0$/m)
-    expect(Number(/^attestd_clock_offset_seconds (\S+)$/m.exec(metrics)?.[1])).toBeGreaterThan(9.9)
+    expect(Number(/^attestd_clock_offset_seconds (\S+)$/m.exec(metrics)?.[1])).toBeGreaterThan(9.5)
     const attested = await fetch(`${serve.url}/v1/attest`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${key}` },

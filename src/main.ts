@@ -110,14 +110,10 @@ export const CalendarLive = (
  * The clock the RFC 3161 authority stamps tokens with: disciplined by SNTP when
  * ATTESTD_NTP_SERVERS names servers, else unmonitored (taken as trusted).
  */
-export const ClockLive = (config: AppConfigShape) =>
-  config.ntpServers.length === 0
-    ? ClockDiscipline.unmonitored(Duration.toMillis(config.clockTolerance))
-    : ClockMonitorLive({
-      servers: config.ntpServers,
-      interval: config.ntpInterval,
-      toleranceMs: Duration.toMillis(config.clockTolerance)
-    }).pipe(Layer.provide(HealthChecks.Default))
+export const ClockLive = ({ timestamping: t }: AppConfigShape) =>
+  t.ntpServers.length === 0
+    ? ClockDiscipline.unmonitored(t.clockToleranceMs)
+    : ClockMonitorLive({ servers: t.ntpServers, interval: t.ntpInterval, toleranceMs: t.clockToleranceMs }).pipe(Layer.provide(HealthChecks.Default))
 
 /**
  * Domain services over the database, signer, TSA, calendars and clock. Each

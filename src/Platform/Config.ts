@@ -165,13 +165,25 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
-  /** ATTESTD_NTP_SERVERS: the SNTP servers that discipline the clock of the RFC 3161 authority (none: unmonitored). */
+  /** The RFC 3161 time-stamping authority (CONTRACT §6). */
+  readonly timestamping: TimestampingConfig
+}
+
+/** CONTRACT §6: the clock discipline of the RFC 3161 time-stamping authority. */
+export interface TimestampingConfig {
+  /** ATTESTD_CLOCK_TOLERANCE: the largest |offset| + half round trip the clock is trusted with; the accuracy of tokens (default 1s). */
+  readonly clockToleranceMs: number
+  /** ATTESTD_NTP_SERVERS: the SNTP servers that discipline the clock (none: unmonitored). */
   readonly ntpServers: ReadonlyArray<NtpServer>
   /** ATTESTD_NTP_INTERVAL: how often they are asked (default 64s). */
   readonly ntpInterval: Duration.Duration
-  /** ATTESTD_CLOCK_TOLERANCE: the largest |offset| + half round trip the clock is trusted with; the accuracy of tokens (default 1s). */
-  readonly clockTolerance: Duration.Duration
 }
+
+const timestampingConfig = Config.all({
+  clockToleranceMs: Config.map(duration("ATTESTD_CLOCK_TOLERANCE", "1s"), Duration.toMillis),
+  ntpServers: ntpServers("ATTESTD_NTP_SERVERS"),
+  ntpInterval: duration("ATTESTD_NTP_INTERVAL", "64s")
+})
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
@@ -271,9 +283,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       return Either.right(origins)
     })
   ),
-  ntpServers: ntpServers("ATTESTD_NTP_SERVERS"),
-  ntpInterval: duration("ATTESTD_NTP_INTERVAL", "64s"),
-  clockTolerance: duration("ATTESTD_CLOCK_TOLERANCE", "1s")
+  timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -335,9 +345,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
-    ntpServers: [],
-    ntpInterval: Duration.seconds(64),
-    clockTolerance: Duration.seconds(1),
+    timestamping: { clockToleranceMs: 1000, ntpServers: [], ntpInterval: Duration.seconds(64) },
     ...overrides
   })
 }

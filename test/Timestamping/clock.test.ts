@@ -9,7 +9,7 @@
 import { it as effectIt } from "@effect/vitest"
 import { Chunk, ConfigProvider, Duration, Effect, Either, Option, TestClock } from "effect"
 import { afterAll, describe, expect, it } from "vitest"
-import { appConfig, type NtpServer, parseNtpServer } from "../../src/Platform/Config.js"
+import { AppConfig, appConfig, type NtpServer, parseNtpServer } from "../../src/Platform/Config.js"
 import { judge, makeClockMonitor, NOT_YET_CHECKED } from "../../src/Timestamping/ClockMonitor.js"
 import { decodeReply, encodeRequest, ntpTimestamp, type SntpSample, unixMillisOf } from "../../src/Timestamping/Sntp.js"
 import { client, startTestServer, type TestServer } from "../helpers/server.js"
@@ -213,9 +213,7 @@ describe("what an in-process server shows", () => {
   it("lying servers: healthz 200 with checks.clock degraded and its offset, info untrusted, gauges; honest again: ok", async () => {
     const { servers: ntp, config } = await three([{}, { offsetMs: 5000 }, { offsetMs: 5000 }])
     const server = await startTestServer("sqlite", {
-      ntpServers: config,
-      ntpInterval: Duration.millis(200),
-      clockTolerance: Duration.millis(500),
+      timestamping: { ...AppConfig.make().timestamping, ntpServers: config, ntpInterval: Duration.millis(200), clockToleranceMs: 500 },
       metricsPort: Option.some(0)
     })
     servers.push(server)
@@ -266,16 +264,16 @@ describe("ATTESTD_NTP_* settings", () => {
 
   it("host[:port] lists, IPv6 in brackets, default port 123; the defaults", () => {
     const c = load({ ATTESTD_NTP_SERVERS: " time.example , 10.0.0.1:1123,[2001:db8::1]:4123,[::1]" })
-    expect(Either.getOrThrow(c).ntpServers).toEqual([
+    expect(Either.getOrThrow(c).timestamping.ntpServers).toEqual([
       { host: "time.example", port: 123 },
       { host: "10.0.0.1", port: 1123 },
       { host: "2001:db8::1", port: 4123 },
       { host: "::1", port: 123 }
     ])
     const d = Either.getOrThrow(load({}))
-    expect(d.ntpServers).toEqual([])
-    expect(Duration.toMillis(d.ntpInterval)).toBe(64_000)
-    expect(Duration.toMillis(d.clockTolerance)).toBe(1000)
+    expect(d.timestamping.ntpServers).toEqual([])
+    expect(Duration.toMillis(d.timestamping.ntpInterval)).toBe(64_000)
+    expect(d.timestamping.clockToleranceMs).toBe(1000)
   })
 
   it("a bad entry names the variable and the entry", () => {

@@ -60,6 +60,8 @@ import { AnchoredEvidenceLive } from "./Anchoring/Evidence.js"
 import { readFileSync } from "node:fs"
 import { parseTrustAnchors } from "./Platform/Tsa/Rfc3161.js"
 import { Option } from "effect"
+import { ClockDiscipline } from "./Timestamping/Clock.js"
+import { ClockMonitorLive } from "./Timestamping/ClockMonitor.js"
 
 export interface ServeOptions {
   readonly migrate?: boolean
@@ -105,6 +107,15 @@ export const CalendarLive = (
 }
 
 /**
+ * The clock the RFC 3161 authority stamps tokens with: disciplined by SNTP when
+ * ATTESTD_NTP_SERVERS names servers, else unmonitored (taken as trusted).
+ */
+export const ClockLive = ({ timestamping: t }: AppConfigShape) =>
+  t.ntpServers.length === 0
+    ? ClockDiscipline.unmonitored(t.clockToleranceMs)
+    : ClockMonitorLive({ servers: t.ntpServers, interval: t.ntpInterval, toleranceMs: t.clockToleranceMs }).pipe(Layer.provide(HealthChecks.Default))
+
+/**
  * Domain services over the database, signer, TSA, calendars and clock. Each
  * `Default` layer brings the services it depends on; a layer named in several
  * places is built once (layers are memoized by reference within one runtime).
@@ -140,7 +151,8 @@ export const ServicesLive = (config: AppConfigShape) =>
       TsaLive(config),
       CalendarLive(config),
       dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,
-      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg")
+      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"),
+      ClockLive(config)
     ))
   )
 

@@ -13,6 +13,9 @@ import { HealthChecks } from "../Platform/HealthChecks.js"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { testVectors } from "./TestVectors.js"
 import { envelopeBody } from "../Http/Envelope.js"
+import { ClockDiscipline } from "../Timestamping/Clock.js"
+
+const CLOCK_NAMES = { Unmonitored: "unmonitored", Trusted: "disciplined", Untrusted: "untrusted" } as const
 
 export const ASSURANCE = {
   identifier: "service-public-assurance-v1",
@@ -55,13 +58,14 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
     // A constant document: encoded once, each request answers the same bytes.
     const vectors = new TextEncoder().encode(JSON.stringify(testVectors()))
     const tsa = yield* TsaClient
+    const clock = yield* ClockDiscipline
     const tsaCertificates = {
       certificates: tsa.trustAnchorsPem === undefined ? [] : pemToDers(tsa.trustAnchorsPem).map((der) => ({ provider: tsa.provider, pem: derToPem(der) }))
     }
     return handlers
       .handle("info", () =>
         // Every published key, as GET /v1/keys lists them (retired ones too); current_signing_key_id signs.
-        Effect.map(keys.listed, (jwks) => ({
+        Effect.map(Effect.zip(keys.listed, clock.state), ([jwks, clockState]) => ({
           name: "attestd" as const,
           version: SERVICE_VERSION,
           api_version: "v1" as const,
@@ -72,7 +76,8 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           current_signing_key_id: signer.currentKid,
           tiers: health.tiers(),
           assurance: ASSURANCE,
-          assurance_notice: ASSURANCE_NOTICE
+          assurance_notice: ASSURANCE_NOTICE,
+          clock: CLOCK_NAMES[clockState._tag]
         })))
       .handle("healthz", () =>
         Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, degraded: false, checks: { timeout: "unhealthy" } }))), ({ ok, degraded, checks }) =>

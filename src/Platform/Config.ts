@@ -73,6 +73,47 @@ const urlList = (name: string) =>
     })
   )
 
+/** One NTP server of ATTESTD_NTP_SERVERS. */
+export interface NtpServer {
+  readonly host: string
+  readonly port: number
+}
+
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/
+const IPV6 = /^[0-9A-Fa-f:.]+$/
+
+/** `host`, `host:port`, `[v6]` or `[v6]:port` (default port 123), or a reason it is not one. */
+export const parseNtpServer = (text: string): NtpServer | string => {
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(text) ?? /^([^:\[\]]+)(?::(\d+))?$/.exec(text)
+  if (m === null) {
+    return text.split(":").length > 2 ? `${text}: an IPv6 address goes in brackets, e.g. [2001:db8::1]:123` : `${text}: not host[:port]`
+  }
+  const host = m[1]!
+  const bracketed = text.startsWith("[")
+  if (bracketed ? !(IPV6.test(host) && host.includes(":")) : !HOST_NAME.test(host)) return `${text}: ${JSON.stringify(host)} is not a host name or address`
+  const port = m[2] === undefined ? 123 : Number(m[2])
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return `${text}: the port must be 1..65535`
+  return { host, port }
+}
+
+const ntpServers = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((raw) => {
+      const servers: Array<NtpServer> = []
+      for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+        const server = parseNtpServer(part)
+        if (typeof server === "string") return Either.left(ConfigError.InvalidData([name], `expected comma-separated host[:port], ${server}`))
+        // The same server twice would count as two votes of the quorum.
+        if (servers.some((s) => s.host.toLowerCase() === server.host.toLowerCase() && s.port === server.port)) {
+          return Either.left(ConfigError.InvalidData([name], `${part} is listed twice`))
+        }
+        servers.push(server)
+      }
+      return Either.right(servers)
+    })
+  )
+
 /** An origin as browsers send it (`https://app.example`, `http://localhost:3000`), or undefined. */
 const originOf = (text: string): string | undefined => {
   try {
@@ -124,7 +165,25 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
+  /** The RFC 3161 time-stamping authority (CONTRACT §6). */
+  readonly timestamping: TimestampingConfig
 }
+
+/** CONTRACT §6: the clock discipline of the RFC 3161 time-stamping authority. */
+export interface TimestampingConfig {
+  /** ATTESTD_CLOCK_TOLERANCE: the largest |offset| + half round trip the clock is trusted with; the accuracy of tokens (default 1s). */
+  readonly clockToleranceMs: number
+  /** ATTESTD_NTP_SERVERS: the SNTP servers that discipline the clock (none: unmonitored). */
+  readonly ntpServers: ReadonlyArray<NtpServer>
+  /** ATTESTD_NTP_INTERVAL: how often they are asked (default 64s). */
+  readonly ntpInterval: Duration.Duration
+}
+
+const timestampingConfig = Config.all({
+  clockToleranceMs: Config.map(duration("ATTESTD_CLOCK_TOLERANCE", "1s"), Duration.toMillis),
+  ntpServers: ntpServers("ATTESTD_NTP_SERVERS"),
+  ntpInterval: duration("ATTESTD_NTP_INTERVAL", "64s")
+})
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
@@ -223,7 +282,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       }
       return Either.right(origins)
     })
-  )
+  ),
+  timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -285,6 +345,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
+    timestamping: { clockToleranceMs: 1000, ntpServers: [], ntpInterval: Duration.seconds(64) },
     ...overrides
   })
 }

@@ -73,6 +73,17 @@ export const webhookDeliveries = Metric.counter("attestd_webhook_deliveries_tota
   description: "Webhook delivery attempts, by outcome (succeeded, retrying, failed)."
 })
 
+// Clock discipline of the RFC 3161 authority (ATTESTD_NTP_SERVERS), set after each SNTP poll
+export const clockOffset = Metric.gauge("attestd_clock_offset_seconds", {
+  description: "Median offset (server − local) of the NTP servers that answered the last poll, seconds; NaN when none answered."
+})
+export const clockTrusted = Metric.gauge("attestd_clock_trusted", {
+  description: "1 while the clock is trusted (POST /v1/timestamp grants tokens), 0 while it is not (timeNotAvailable)."
+})
+export const clockServersAnswered = Metric.gauge("attestd_clock_servers_answered", {
+  description: "NTP servers that answered the last poll (more than half of ATTESTD_NTP_SERVERS must)."
+})
+
 // This process, brought up to date at scrape time: a rate() of either is how busy the instance is.
 // An event loop busy ~100% of the time is saturated whatever the CPU total says (docs/performance.md).
 const eventLoopBusy = Metric.counter("attestd_event_loop_busy_seconds_total", {

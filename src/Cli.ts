@@ -359,7 +359,7 @@ const tidyConsole = (c: Console.Console): Console.Console => ({
   error: (...args) => c.error(...args.map((a) => (typeof a === "string" ? tidyText(a, colourOn(process.stderr)) : a)))
 })
 
-const BUILT_IN = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
+const BUILT_IN: ReadonlyArray<string> = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
 
 interface CommandShape {
   /** Every option name of the command. */

@@ -13,6 +13,7 @@ import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
 import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
+import { PublicLimit } from "./Auth/PublicLimit.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
@@ -150,7 +151,8 @@ export const ServicesLive = (config: AppConfigShape) =>
     Layer.provideMerge(Layer.mergeAll(
       TsaLive(config),
       CalendarLive(config),
-      dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,
+      // one public limit (its memory of full windows) over the one limiter
+      PublicLimit.Default.pipe(Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)),
       KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"),
       ClockLive(config)
     ))

@@ -5,10 +5,8 @@ import { Authenticator, bearerCredential } from "../Auth/Authenticator.js"
 import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
-import { RateLimiter } from "../Auth/RateLimiter.js"
+import { PublicLimit } from "../Auth/PublicLimit.js"
 import { currentRequestMeta } from "../Auth/RequestMeta.js"
-import { AppConfig } from "../Platform/Config.js"
 import { AuthError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
@@ -124,8 +122,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
   Effect.gen(function*() {
     const repo = yield* AttestationRepo
     const auth = yield* Authenticator
-    const config = yield* AppConfig
-    const limiter = yield* RateLimiter
+    const publicLimit = yield* PublicLimit
 
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
       Effect.gen(function*() {
@@ -152,7 +149,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
           const request = yield* HttpServerRequest.HttpServerRequest
           const detailed = payload.detailed === true
           // The public limit counts hashes here: the edge counted the request as one.
-          yield* chargePublic(config, limiter, yield* currentRequestMeta, payload.hashes.length - 1)
+          yield* publicLimit.charge(yield* currentRequestMeta, payload.hashes.length - 1)
           let key = yield* auth.optionalKey(request.headers.authorization)
           if (detailed) {
             const presented = bearerCredential(request.headers.authorization)

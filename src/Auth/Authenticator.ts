@@ -11,7 +11,7 @@ import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain.js"
 import { RateLimiter, type Verdict } from "./RateLimiter.js"
-import { chargePublic } from "./PublicLimit.js"
+import { PublicLimit } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
 import { ShareTokenRepo, shareTokenState } from "./ShareTokenRepo.js"
@@ -32,6 +32,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
     const shareTokens = yield* ShareTokenRepo
     const config = yield* AppConfig
     const limiter = yield* RateLimiter
+    const publicLimit = yield* PublicLimit
 
     /** 403 for a key restricted to another environment or to other addresses, else undefined. */
     const keyRefusal = (key: ApiKey, clientIp: string): Forbidden | undefined => {
@@ -122,7 +123,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       authenticateOnce(presented).pipe(
         Effect.tapError((e) =>
           e._tag === "AuthError" || e._tag === "Forbidden"
-            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : chargePublic(config, limiter, meta))
+            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : publicLimit.charge(meta))
             : Effect.void
         )
       )

@@ -13,8 +13,7 @@ import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
 import { Authenticator, hasBearer } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
-import { RateLimiter } from "../Auth/RateLimiter.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
+import { PublicLimit } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { isDatabaseUnavailable } from "../Platform/Sql.js"
@@ -259,7 +258,7 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta | BodyGates> => {
+): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta | BodyGates> => {
   const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
@@ -273,8 +272,8 @@ export const admitRequest = (
     return Effect.succeed(bodySizeError(config, match, headers))
   })
   if (chargedPublicly(config, match, headers)) {
-    return Effect.flatMap(RateLimiter, (limiter) =>
-      Effect.flatMap(Effect.either(chargePublic(config, limiter, meta)), (charged) =>
+    return Effect.flatMap(PublicLimit, (publicLimit) =>
+      Effect.flatMap(Effect.either(publicLimit.charge(meta)), (charged) =>
         charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
   }
   return afterPublicLimit
@@ -367,7 +366,7 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
  * cheap. HttpApi handlers get their services from their group's context, which
  * HttpApiBuilder merges in.
  */
-export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, BodyGates, RequestMetas)
+export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, BodyGates, RequestMetas)
 
 /**
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
@@ -375,7 +374,7 @@ export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, 
  * around all of it, and so is the route's body limit (where there is a body to read): each
  * provide copies the fiber's context and each FiberRef locally its refs twice.
  */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator | RequestMetas | BodyGates> =>
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const requestMetas = yield* RequestMetas

@@ -88,18 +88,18 @@ export class TsaValidationError extends Error {
   }
 }
 
-let engineSet = false
-
-/** Point pkijs at Node's WebCrypto (idempotent). */
+/**
+ * Points pkijs at Node's WebCrypto. The engine is pkijs' own global; setting it
+ * is idempotent and costs an object, so each validation sets it rather than
+ * remembering that it did.
+ */
 export const ensureCryptoEngine = (): void => {
   const webcrypto = (globalThis as unknown as { crypto?: { subtle?: unknown } }).crypto
   if (webcrypto?.subtle === undefined) throw new TsaValidationError("WebCrypto (crypto.subtle) is not available: RFC 3161 tokens cannot be checked here")
-  if (engineSet) return
   pkijs.setEngine(
     "webcrypto",
     new pkijs.CryptoEngine({ name: "webcrypto", crypto: webcrypto as unknown as pkijs.CryptoEngineParameters["crypto"] })
   )
-  engineSet = true
 }
 
 // ---------------------------------------------------------------------------

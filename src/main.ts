@@ -6,6 +6,8 @@ import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
+import { PublicReads } from "./Attestations/PublicReads.js"
+import { ReadSql } from "./Platform/ReadSql.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
 import { AttestationListLive } from "./Attestations/List.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
@@ -104,6 +106,11 @@ export const CalendarLive = (
   return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
 }
 
+/** What the public reads read through (Attestations/PublicReads.ts), over whichever database provides SqlClient. */
+const PublicReadSide = Layer.mergeAll(AttestationRepo.Default, Evidence.Default, SigningKeys.Default).pipe(
+  Layer.provide(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive))
+)
+
 /**
  * Domain services over the database, signer, TSA, calendars and clock. Each
  * `Default` layer brings the services it depends on; a layer named in several
@@ -111,7 +118,7 @@ export const CalendarLive = (
  * The repositories and keys listed here are the ones the handlers use directly.
  */
 export const ServicesLive = (config: AppConfigShape) =>
-  Layer.mergeAll(
+  PublicReads.layer(PublicReadSide).pipe(Layer.provideMerge(Layer.mergeAll(
     Attestor.Default,
     Evidence.Default,
     Authenticator.Default,
@@ -133,10 +140,11 @@ export const ServicesLive = (config: AppConfigShape) =>
     SigningKeys.Default,
     Signer.Default,
     HealthChecks.Default
-  ).pipe(
+  ))).pipe(
     // the tiers of an evidence bundle, from the features that reach them
     Layer.provideMerge(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive)),
     Layer.provideMerge(Layer.mergeAll(
+      ReadSql.layer(config),
       TsaLive(config),
       CalendarLive(config),
       dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,

@@ -117,7 +117,7 @@ describe.skipIf(!available)("public reads from a streaming replica (throwaway cl
   }
 
   const caughtUp = async () => {
-    const [{ lsn }] = (await query(primaryUrl, "SELECT pg_current_wal_lsn()::text AS lsn")) as Array<{ lsn: string }>
+    const lsn = String((await query(primaryUrl, "SELECT pg_current_wal_lsn()::text AS lsn"))[0]!.lsn)
     await waitFor("the standby to replay the primary's WAL", async () =>
       (await query(replicaUrl, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS ok`))[0]!.ok === true, 30_000)
   }

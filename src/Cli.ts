@@ -26,6 +26,7 @@ const SETTINGS = {
   port: ["PORT", "listen port (default 8080; 0: any free port)"],
   host: ["HOST", "listen address (default 127.0.0.1)"],
   "database-url": ["DATABASE_URL", "sqlite:PATH (default sqlite:DATA_DIR/attestd.db) or postgres://…"],
+  "pg-read-url": ["ATTESTD_PG_READ_URL", "a Postgres replica for the public reads; a miss there is read again on the primary (default: none)"],
   mode: ["ATTESTD_MODE", "demo (embedded TSA and simulated calendar) or production (default demo)"],
   env: ["ATTESTD_ENV", "the server's environment, test or production; a key restricted to the other gets 403"],
   "tsa-url": ["ATTESTD_TSA_URL", "RFC 3161 TSA URLs, comma-separated, tried in order"],

@@ -6,6 +6,8 @@ import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
+import { PublicReads } from "./Attestations/PublicReads.js"
+import { ReadSql } from "./Platform/ReadSql.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
 import { AttestationListLive } from "./Attestations/List.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
@@ -107,6 +109,11 @@ export const CalendarLive = (
   return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
 }
 
+/** What the public reads read through (Attestations/PublicReads.ts), over whichever database provides SqlClient. */
+const PublicReadSide = Layer.mergeAll(AttestationRepo.Default, Evidence.Default, SigningKeys.Default).pipe(
+  Layer.provide(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive))
+)
+
 /**
  * The clock the RFC 3161 authority stamps tokens with: disciplined by SNTP when
  * ATTESTD_NTP_SERVERS names servers, else unmonitored (taken as trusted).
@@ -123,7 +130,7 @@ export const ClockLive = ({ timestamping: t }: AppConfigShape) =>
  * The repositories and keys listed here are the ones the handlers use directly.
  */
 export const ServicesLive = (config: AppConfigShape) =>
-  Layer.mergeAll(
+  PublicReads.layer(PublicReadSide).pipe(Layer.provideMerge(Layer.mergeAll(
     Attestor.Default,
     Evidence.Default,
     Authenticator.Default,
@@ -145,10 +152,11 @@ export const ServicesLive = (config: AppConfigShape) =>
     SigningKeys.Default,
     Signer.Default,
     HealthChecks.Default
-  ).pipe(
+  ))).pipe(
     // the tiers of an evidence bundle, from the features that reach them
     Layer.provideMerge(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive)),
     Layer.provideMerge(Layer.mergeAll(
+      ReadSql.layer(config),
       TsaLive(config),
       CalendarLive(config),
       // one public limit (its memory of full windows) over the one limiter

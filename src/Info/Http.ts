@@ -2,6 +2,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect } from "effect"
 import { Api } from "../Api.js"
+import { PublicReads } from "../Attestations/PublicReads.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
@@ -52,6 +53,7 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const keys = yield* SigningKeys
+    const reads = yield* PublicReads
     const repo = yield* AttestationRepo
     const health = yield* HealthChecks
     const signer = yield* Signer
@@ -99,12 +101,14 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
             ...counts
           }
         }))
-      .handle("keys", () => Effect.map(keys.listed, (jwks) => ({ keys: jwks })))
+      // Public reads: the replica first (a key it does not list yet, from the primary).
+      .handle("keys", () =>
+        Effect.map(reads.find("keys", () => Effect.flatMap(SigningKeys, (keys) => keys.listed)), (jwks) => ({ keys: jwks ?? [] })))
       .handle("key", ({ path }) =>
-        Effect.flatMap(keys.listed, (jwks) => {
-          const k = jwks.find((j) => j.kid === path.key_id.trim())
-          return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
-        }))
+        Effect.flatMap(
+          reads.find(path.key_id.trim(), (kid) => Effect.flatMap(SigningKeys, (keys) => Effect.map(keys.listed, (jwks) => jwks.find((j) => j.kid === kid)))),
+          (k) => k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
+        ))
       .handle("tsaCertificates", () => Effect.succeed(tsaCertificates))
       .handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(vectors, { contentType: "application/json" })))
   }))

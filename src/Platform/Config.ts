@@ -131,6 +131,11 @@ export interface AppConfigShape {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string
+  /**
+   * ATTESTD_PG_READ_URL: a Postgres replica for the public reads (verify, lookup, status, evidence,
+   * keys); what it misses, and everything while it fails, is read on the primary. None: the primary.
+   */
+  readonly databaseReadUrl: Option.Option<string>
   readonly mode: Mode
   readonly environment: Environment
   readonly tsaUrls: ReadonlyArray<string>
@@ -227,6 +232,12 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.string("ATTESTD_DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.string("DATABASE_URL")),
+  databaseReadUrl: Config.option(Config.string("ATTESTD_PG_READ_URL").pipe(
+    Config.validate({
+      message: "ATTESTD_PG_READ_URL must start with postgres:// or postgresql://",
+      validation: (url) => url.startsWith("postgres://") || url.startsWith("postgresql://")
+    })
+  )),
   mode: Config.literal("demo", "production")("ATTESTD_MODE").pipe(Config.withDefault("demo" as const)),
   environment: Config.option(Config.literal("test", "production")("ATTESTD_ENV")),
   tsaUrls: urlList("ATTESTD_TSA_URL"),
@@ -310,6 +321,11 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         )
       )
     }
+    if (Option.isSome(c.databaseReadUrl) && !Option.exists(c.databaseUrl, (url) => url.startsWith("postgres://") || url.startsWith("postgresql://"))) {
+      return Either.left(
+        ConfigError.InvalidData(["ATTESTD_PG_READ_URL"], "ATTESTD_PG_READ_URL needs DATABASE_URL to be a postgres:// URL (a replica of it)")
+      )
+    }
     return Either.right({
       ...c,
       databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
@@ -324,6 +340,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     port: 0,
     host: "127.0.0.1",
     databaseUrl: "sqlite::memory:",
+    databaseReadUrl: Option.none(),
     mode: "demo",
     environment: "test",
     tsaUrls: [],

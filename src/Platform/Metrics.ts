@@ -40,6 +40,12 @@ export const attestationsCreated = Metric.counter("attestd_attestations_created_
   description: "T0 attestations created (a re-attested hash is not counted again)."
 })
 
+// Public reads with ATTESTD_PG_READ_URL
+export const replicaReads = Metric.counter("attestd_replica_reads_total", {
+  description:
+    "Public reads asked of the read replica, by outcome: replica (all found there), primary_miss (what it missed read again on the primary), primary_error (it failed or was skipped: read on the primary)."
+})
+
 // T1
 export const sealDuration = Metric.histogram(
   "attestd_seal_duration_seconds",

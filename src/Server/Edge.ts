@@ -7,6 +7,8 @@ import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerErro
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
+import type { IncomingMessage } from "node:http"
+import { Readable } from "node:stream"
 import { Api } from "../Api.js"
 import type { Principal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Platform/ClientAddress.js"
@@ -25,6 +27,7 @@ import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
 import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
+import { afterRequestBody } from "./Linger.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
 
@@ -238,7 +241,7 @@ const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
 
 const ROUTES = apiRoutes()
 
-/** Whether the edge reads a request's body: every method but GET and HEAD (an unread body is drained by the server, Connections.ts). */
+/** Whether the edge reads a request's body: every method but GET and HEAD (an answer before it lingers for it, `lingering`). */
 const carriesBody = (method: string): boolean => method !== "GET" && method !== "HEAD"
 
 /**
@@ -287,12 +290,15 @@ const chargedPublicly = (config: AppConfigShape, match: RouteMatch | undefined, 
 const checksBeforeBody = (match: RouteMatch | undefined, method: string, gates: ReadonlyMap<string, BodyGate>): boolean =>
   match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))
 
+const bodyTooLarge = (limit: number) =>
+  new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+
 /** 413 for a declared body over the route's limit. */
 const bodySizeError = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): Errors.ApiError | undefined => {
   const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
   const length = Number(headerOf(headers, "content-length") ?? "0")
   return length > limit
-    ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+    ? bodyTooLarge(limit)
     : undefined
 }
 
@@ -343,20 +349,68 @@ const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: str
 }
 
 /**
- * A chunked body over the limit makes the platform's reader destroy the
- * request stream, which would kill the socket before the 413 is written. For
- * bodies without Content-Length the rest of the body is drained instead, and
- * the 413 goes out with Connection: close.
+ * A body sent without Content-Length, measured here before the platform reads
+ * it: the platform's reader destroys the request at the limit, and with it the
+ * socket, before the 413 is written. What arrives is taken off the stream until
+ * the request is complete, then given back (`unshift`) for the platform to read;
+ * true when it fits in `limit` bytes. Over the limit the rest is left to arrive
+ * (the 413 lingers for it).
  */
-const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest) => {
-  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-  const destroy = incoming.destroy.bind(incoming)
-  incoming.destroy = ((error?: Error) => {
-    if (incoming.complete) return destroy(error)
-    incoming.removeAllListeners("data")
-    incoming.resume()
-    return incoming
-  }) as typeof incoming.destroy
+const unsizedBodyFits = (incoming: IncomingMessage, limit: number): Effect.Effect<boolean, Errors.ValidationError> =>
+  Effect.async((resume) => {
+    const parts: Array<Buffer> = []
+    let size = 0
+    const stop = () => {
+      incoming.off("readable", onReadable)
+      incoming.off("error", onError)
+    }
+    const onReadable = () => {
+      if (incoming.complete) {
+        // Everything has arrived: the rest is in the stream's buffer. Nothing is read now,
+        // so the stream cannot end before its body is given back.
+        stop()
+        if (size + incoming.readableLength > limit) return resume(Effect.succeed(false))
+        if (parts.length > 0) incoming.unshift(Buffer.concat(parts))
+        return resume(Effect.succeed(true))
+      }
+      // Still arriving: take what is buffered, so that more is read from the socket.
+      const chunk: Buffer | null = incoming.read()
+      if (chunk === null) return
+      size += chunk.length
+      if (size > limit) {
+        stop()
+        return resume(Effect.succeed(false))
+      }
+      parts.push(chunk)
+    }
+    const onError = () => {
+      stop()
+      resume(Effect.fail(INVALID_JSON()))
+    }
+    // Complete already (no body, or a short one): decide without reading, which would end
+    // the stream before the platform listens for its end.
+    if (incoming.complete) return resume(Effect.succeed(incoming.readableLength <= limit))
+    incoming.on("readable", onReadable)
+    incoming.once("error", onError)
+    return Effect.sync(stop)
+  })
+
+/**
+ * An answer given while the request's body is still arriving: sent at once with
+ * `Connection: close`, ended once the body has been read and dropped (or
+ * LINGER_MS pass), so closing the connection resets nothing the client must
+ * still read (Linger.ts).
+ */
+const lingering = (incoming: IncomingMessage, response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
+  if (incoming.complete || response.body._tag !== "Uint8Array") return response
+  const bytes = response.body.body
+  const body = new Readable({ read() {} })
+  body.push(bytes)
+  afterRequestBody(incoming, () => body.push(null))
+  return HttpServerResponse.raw(body, {
+    status: response.status,
+    headers: { ...response.headers, "content-length": String(bytes.byteLength), connection: "close" }
+  })
 }
 
 /**
@@ -408,15 +462,24 @@ const edgeFor = (
       Effect.map((e) => e && errorResponse(e)),
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
-    if (refused) return finish(refused)
-    if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    if (refused) return lingering(incoming, finish(refused))
+    if (limit !== undefined && request.headers["content-length"] === undefined) {
+      // The edge can run inside node's parsing of the request's first packet: let that
+      // parsing finish, so a body that came with the headers is complete when measured.
+      if (!incoming.complete) yield* Effect.yieldNow()
+      const fits = yield* Effect.either(unsizedBodyFits(incoming, limit))
+      if (fits._tag === "Left") return finish(errorResponse(fits.left))
+      if (!fits.right) return lingering(incoming, finish(errorResponse(bodyTooLarge(limit))))
+    }
     if (limit !== undefined) {
       // Read (and cache on this request) the body once, so every route refuses
-      // U+0000 and deep nesting the same way before its schema sees the value.
+      // U+0000 and deep nesting the same way before its schema sees the value. The
+      // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.
       const text = yield* normalized.text.pipe(
         Effect.mapError((e) =>
           isBodyTooLarge(e)
-            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+            ? bodyTooLarge(limit)
             : INVALID_JSON()
         ),
         Effect.either

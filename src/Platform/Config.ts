@@ -124,7 +124,61 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
+  /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
+  readonly timestamping: TimestampingConfig
 }
+
+/** CONTRACT §6: attestd as an RFC 3161 time-stamping authority. */
+export interface TimestampingConfig {
+  /** ATTESTD_TIMESTAMPING: on by default in demo mode, off by default in production. */
+  readonly enabled: boolean
+  /** ATTESTD_TSA_ACCESS: `public` (no credentials, the public per-address limit) or `key` (scope `timestamp`). */
+  readonly access: "public" | "key"
+  /** ATTESTD_TSA_POLICY: the policy of tokens whose request names none (demo default 2.999.1). */
+  readonly policy: string
+  /** ATTESTD_TSA_POLICIES: further policies a request may name. */
+  readonly acceptedPolicies: ReadonlyArray<string>
+  /** ATTESTD_TSA_CERT_CHAIN: PEM file, TSA certificate first (production); none: a demo CA under <dataDir>/tsa/. */
+  readonly certChainFile: Option.Option<string>
+  /** ATTESTD_CLOCK_TOLERANCE: the accuracy written into tokens, and the clock discipline's bound. */
+  readonly clockToleranceMs: number
+  /** ATTESTD_NTP_SERVERS: `host[:port]` entries the clock is checked against; none: unmonitored. */
+  readonly ntpServers: ReadonlyArray<string>
+}
+
+/** The X.660 example arc: the demo's policy, never a production one. */
+export const DEMO_TSA_POLICY = "2.999.1"
+
+const OID_PATTERN = /^[0-2](\.(0|[1-9][0-9]*))+$/
+
+const oidList = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)),
+    Config.mapOrFail((oids) => {
+      const bad = oids.filter((o) => !OID_PATTERN.test(o))
+      return bad.length === 0
+        ? Either.right(oids)
+        : Either.left(ConfigError.InvalidData([name], `not a dotted object identifier: ${bad.join(", ")}`))
+    })
+  )
+
+const timestampingConfig = Config.all({
+  enabled: Config.option(Config.literal("on", "off")("ATTESTD_TIMESTAMPING")),
+  access: Config.literal("public", "key")("ATTESTD_TSA_ACCESS").pipe(Config.withDefault("public" as const)),
+  policy: Config.option(oidList("ATTESTD_TSA_POLICY").pipe(
+    Config.mapOrFail((oids) =>
+      oids.length === 1 ? Either.right(oids[0]!) : Either.left(ConfigError.InvalidData(["ATTESTD_TSA_POLICY"], "one dotted object identifier"))
+    )
+  )),
+  acceptedPolicies: oidList("ATTESTD_TSA_POLICIES"),
+  certChainFile: Config.option(Config.string("ATTESTD_TSA_CERT_CHAIN")),
+  clockToleranceMs: Config.map(duration("ATTESTD_CLOCK_TOLERANCE", "1s"), Duration.toMillis),
+  ntpServers: Config.string("ATTESTD_NTP_SERVERS").pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0))
+  )
+})
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
@@ -223,7 +277,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       }
       return Either.right(origins)
     })
-  )
+  ),
+  timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -250,8 +305,25 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         )
       )
     }
+    const enabled = Option.getOrElse(c.timestamping.enabled, () => (c.mode === "demo" ? "on" : "off")) === "on"
+    if (c.mode === "production" && enabled) {
+      const missing = [
+        ...(Option.isNone(c.timestamping.certChainFile) ? ["ATTESTD_TSA_CERT_CHAIN"] : []),
+        ...(Option.isNone(c.timestamping.policy) ? ["ATTESTD_TSA_POLICY"] : []),
+        ...(c.timestamping.ntpServers.length === 0 ? ["ATTESTD_NTP_SERVERS"] : [])
+      ]
+      if (missing.length > 0) {
+        return Either.left(
+          ConfigError.MissingData(
+            missing,
+            `production mode with ATTESTD_TIMESTAMPING=on refuses to start without ${missing.join(", ")}: the TSA's certificate chain, its own policy OID and the NTP servers that discipline its clock`
+          )
+        )
+      }
+    }
     return Either.right({
       ...c,
+      timestamping: { ...c.timestamping, enabled, policy: Option.getOrElse(c.timestamping.policy, () => DEMO_TSA_POLICY) },
       databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
       environment: Option.getOrElse(c.environment, () => (c.mode === "demo" ? "test" : "production") as Environment)
     })
@@ -285,6 +357,15 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
+    timestamping: {
+      enabled: true,
+      access: "public",
+      policy: DEMO_TSA_POLICY,
+      acceptedPolicies: [],
+      certChainFile: Option.none(),
+      clockToleranceMs: 1000,
+      ntpServers: []
+    },
     ...overrides
   })
 }

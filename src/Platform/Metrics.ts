@@ -40,6 +40,11 @@ export const attestationsCreated = Metric.counter("attestd_attestations_created_
   description: "T0 attestations created (a re-attested hash is not counted again)."
 })
 
+// The RFC 3161 authority
+export const timestampsAnswered = Metric.counter("attestd_timestamps_total", {
+  description: "Answers of POST /v1/timestamp, by outcome: granted, or the failInfo of a rejection."
+})
+
 // T1
 export const sealDuration = Metric.histogram(
   "attestd_seal_duration_seconds",

@@ -15,13 +15,19 @@ type CryptoKey = webcrypto.CryptoKey
 
 const EC_P256: webcrypto.EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" }
 
-export const distinguishedName = (organization: string, commonName: string): pkijs.RelativeDistinguishedNames =>
-  new pkijs.RelativeDistinguishedNames({
-    typesAndValues: [
+/**
+ * `O=organization, CN=commonName`, one attribute per RDN. (pkijs would put a list of
+ * attributes into one multi-valued RDN, `O=…+CN=…`, which some verifiers render oddly.)
+ */
+export const distinguishedName = (organization: string, commonName: string): pkijs.RelativeDistinguishedNames => {
+  const rdns = new asn1js.Sequence({
+    value: [
       new pkijs.AttributeTypeAndValue({ type: "2.5.4.10", value: new asn1js.Utf8String({ value: organization }) }),
       new pkijs.AttributeTypeAndValue({ type: "2.5.4.3", value: new asn1js.Utf8String({ value: commonName }) })
-    ]
+    ].map((attribute) => new asn1js.Set({ value: [attribute.toSchema()] }))
   })
+  return new pkijs.RelativeDistinguishedNames({ schema: asn1js.fromBER(rdns.toBER()).result })
+}
 
 const extension = (extnID: string, critical: boolean, value: asn1js.AsnType): pkijs.Extension =>
   new pkijs.Extension({ extnID, critical, extnValue: value.toBER(false) })
@@ -112,11 +118,14 @@ export const issueTsaChain = async (names: TsaChainNames, tsaPublicKey: CryptoKe
   return { rootDer: rootCert.der, tsaDer: tsaCert.der, rootPrivateKey: root.privateKey }
 }
 
+/** The public half of a key (createPublicKey takes only private KeyObjects). */
+const publicOf = (key: KeyObject): KeyObject => (key.type === "public" ? key : createPublicKey(key))
+
 /** The public key of a KeyObject (public or private) as a WebCrypto key, for certificate building. */
 export const webCryptoPublicKey = (key: KeyObject): Promise<CryptoKey> =>
   webcrypto.subtle.importKey(
     "spki",
-    createPublicKey(key).export({ type: "spki", format: "der" }),
+    publicOf(key).export({ type: "spki", format: "der" }),
     EC_P256,
     true,
     ["verify"]
@@ -126,7 +135,7 @@ export const webCryptoPublicKey = (key: KeyObject): Promise<CryptoKey> =>
 export const certifiesKey = (cert: pkijs.Certificate, key: KeyObject): boolean => {
   const ofCert = createPublicKey({ key: Buffer.from(cert.subjectPublicKeyInfo.toSchema().toBER()), format: "der", type: "spki" })
     .export({ format: "jwk" })
-  const ofKey = createPublicKey(key).export({ format: "jwk" })
+  const ofKey = publicOf(key).export({ format: "jwk" })
   return ofCert.kty === ofKey.kty && ofCert.crv === ofKey.crv && ofCert.x === ofKey.x && ofCert.y === ofKey.y &&
     ofCert.n === ofKey.n && ofCert.e === ofKey.e
 }

@@ -166,10 +166,9 @@ const oidList = (name: string) =>
 const timestampingConfig = Config.all({
   enabled: Config.option(Config.literal("on", "off")("ATTESTD_TIMESTAMPING")),
   access: Config.literal("public", "key")("ATTESTD_TSA_ACCESS").pipe(Config.withDefault("public" as const)),
-  policy: Config.option(oidList("ATTESTD_TSA_POLICY").pipe(
-    Config.mapOrFail((oids) =>
-      oids.length === 1 ? Either.right(oids[0]!) : Either.left(ConfigError.InvalidData(["ATTESTD_TSA_POLICY"], "one dotted object identifier"))
-    )
+  policy: Config.option(Config.string("ATTESTD_TSA_POLICY").pipe(
+    Config.map((raw) => raw.trim()),
+    Config.validate({ message: "ATTESTD_TSA_POLICY must be one dotted object identifier", validation: (oid) => OID_PATTERN.test(oid) })
   )),
   acceptedPolicies: oidList("ATTESTD_TSA_POLICIES"),
   certChainFile: Config.option(Config.string("ATTESTD_TSA_CERT_CHAIN")),

@@ -23,7 +23,6 @@ import { Signer } from "../Platform/Signer.js"
 import { OID } from "../Platform/Tsa/Rfc3161.js"
 import {
   checkTimeStampRequest,
-  grantedResponse,
   IMPRINT_LENGTHS,
   isRefusal,
   type IssuingPolicy,
@@ -129,7 +128,7 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
               accuracyMs: clock.toleranceMs,
               nonce: req.nonce
             })
-            const token = prepared.finish(yield* key.sign(prepared.signedAttributes))
+            const { token, response } = prepared.finishGranted(yield* key.sign(prepared.signedAttributes))
             const tokenSha256 = sha256Hex(token)
             const imprint = req.hashAlgorithm === OID.sha256 ? bytesToHex(req.hashedMessage) : undefined
             const hashes = imprint === undefined || imprint === tokenSha256 ? [tokenSha256] : [tokenSha256, imprint]
@@ -155,7 +154,7 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
             })
             if (stored) {
               Metrics.inc(Metrics.timestampsAnswered, { outcome: "granted" })
-              return grantedResponse(token)
+              return response
             }
           }
           return yield* Effect.dieMessage(`${SERIAL_ATTEMPTS} random serials in a row were taken`)

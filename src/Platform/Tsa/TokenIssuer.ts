@@ -157,6 +157,11 @@ export interface PreparedToken {
   readonly signedAttributes: Uint8Array
   /** The TimeStampToken (CMS ContentInfo DER) with `signature` (DER) over `signedAttributes`. */
   readonly finish: (signature: Uint8Array) => Uint8Array
+  /**
+   * The token as `finish` makes it and the granted TimeStampResp that carries it, both
+   * encoded from one structure (no parse of the token to wrap it).
+   */
+  readonly finishGranted: (signature: Uint8Array) => { readonly token: Uint8Array; readonly response: Uint8Array }
 }
 
 const accuracyOf = (ms: number): pkijs.Accuracy => {
@@ -220,7 +225,7 @@ export const prepareToken = (c: TokenContent): PreparedToken => {
   const signedAttributes = new Uint8Array(new asn1js.Set({ value: attributes.map((a) => a.toSchema()) }).toBER())
   const sha256Id = () => new pkijs.AlgorithmIdentifier({ algorithmId: OID.sha256 })
 
-  const finish = (signature: Uint8Array): Uint8Array => {
+  const contentInfoOf = (signature: Uint8Array): asn1js.Sequence => {
     const signedData = new pkijs.SignedData({
       version: 3,
       digestAlgorithms: [sha256Id()],
@@ -243,10 +248,17 @@ export const prepareToken = (c: TokenContent): PreparedToken => {
       ],
       ...(c.certificates !== undefined ? { certificates: c.certificates.map((x) => x.certificate) } : {})
     })
-    const contentInfo = new pkijs.ContentInfo({ contentType: OID.signedData, content: signedData.toSchema(true) })
-    return new Uint8Array(contentInfo.toSchema().toBER())
+    return new pkijs.ContentInfo({ contentType: OID.signedData, content: signedData.toSchema(true) }).toSchema() as asn1js.Sequence
   }
-  return { signedAttributes, finish }
+  const finish = (signature: Uint8Array): Uint8Array => new Uint8Array(contentInfoOf(signature).toBER())
+  const finishGranted = (signature: Uint8Array) => {
+    const contentInfo = contentInfoOf(signature)
+    return {
+      token: new Uint8Array(contentInfo.toBER()),
+      response: new Uint8Array(new asn1js.Sequence({ value: [grantedStatus(), contentInfo] }).toBER())
+    }
+  }
+  return { signedAttributes, finish, finishGranted }
 }
 
 // ---------------------------------------------------------------------------
@@ -271,8 +283,8 @@ export const rejectionResponse = (r: Refusal): Uint8Array =>
     }).toSchema().toBER()
   )
 
+const grantedStatus = () => new pkijs.PKIStatusInfo({ status: pkijs.PKIStatus.granted }).toSchema()
+
 /** A `granted` TimeStampResp carrying `token` (ContentInfo DER) byte for byte. */
-export const grantedResponse = (token: Uint8Array): Uint8Array => {
-  const status = new Uint8Array(new pkijs.PKIStatusInfo({ status: pkijs.PKIStatus.granted }).toSchema().toBER())
-  return new Uint8Array(new asn1js.Sequence({ value: [asn1js.fromBER(status).result, asn1js.fromBER(token).result] }).toBER())
-}
+export const grantedResponse = (token: Uint8Array): Uint8Array =>
+  new Uint8Array(new asn1js.Sequence({ value: [grantedStatus(), asn1js.fromBER(token).result] }).toBER())

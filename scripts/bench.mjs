@@ -7,7 +7,7 @@
 //
 // Environment: BENCH_ROUNDS (3), BENCH_DURATION seconds per scenario (5), BENCH_WARMUP requests
 // before each, not counted (3000), BENCH_CONNECTIONS (50), BENCH_ONLY (baseline,sqlite,pg),
-// BENCH_SCENARIOS (attest-new,attest-existing,verify,trivial-get), BENCH_PG_URL
+// BENCH_SCENARIOS (attest-new,attest-existing,verify,trivial-get,timestamp), BENCH_PG_URL
 // (postgres://postgres@127.0.0.1:5432; a database is created per round and dropped).
 // The servers inherit the environment, so an ATTESTD_* setting can be compared by running twice.
 //
@@ -27,6 +27,9 @@
 // The table shows medians over the rounds; bench-results.json has every round.
 import autocannon from "autocannon"
 import Database from "better-sqlite3"
+import * as asn1js from "asn1js"
+import { randomBytes } from "node:crypto"
+import * as pkijs from "pkijs"
 import { execFile, execFileSync, spawn } from "node:child_process"
 import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
@@ -107,6 +110,35 @@ const cycle = (hashes) => {
   return () => hashes[i++ % hashes.length]
 }
 
+/**
+ * A DER TimeStampReq as `openssl ts -query -sha256 -cert` sends it (no nonce), built once with
+ * pkijs around a marker digest; each request gets a fresh random digest in the marker's place.
+ */
+const timestampQuery = () => {
+  const marker = Buffer.alloc(32, 0xa5)
+  const template = Buffer.from(new pkijs.TimeStampReq({
+    version: 1,
+    messageImprint: new pkijs.MessageImprint({
+      hashAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: "2.16.840.1.101.3.4.2.1", algorithmParams: new asn1js.Null() }),
+      hashedMessage: new asn1js.OctetString({ valueHex: new Uint8Array(marker) })
+    }),
+    certReq: true
+  }).toSchema().toBER())
+  const at = template.indexOf(marker)
+  return {
+    method: "POST",
+    path: "/v1/timestamp",
+    headers: { "content-type": "application/timestamp-query" },
+    body: template,
+    setupRequest: (req) => {
+      const body = Buffer.from(template)
+      randomBytes(32).copy(body, at)
+      req.body = body
+      return req
+    }
+  }
+}
+
 const BARE = {
   POST: post("/v1/verify", randomHashHex),
   GET: { method: "GET", path: "/v1/test-vectors.json" }
@@ -137,6 +169,12 @@ const SCENARIOS = {
     baseline: "GET",
     targets: { sqlite: 0.15, pg: 0.15 },
     request: () => BARE.GET
+  },
+  // issue 44: RFC 3161 tokens (public access), each signed, registered (two attestations) and stored
+  timestamp: {
+    baseline: "POST",
+    targets: { sqlite: 0.06, pg: 0.06 },
+    request: () => timestampQuery()
   }
 }
 

@@ -21,7 +21,7 @@ import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
-import { apiRoutes, matchRoute } from "./Server/Routes.js"
+import { apiRoutes, isKeyed, matchRoute } from "./Server/Routes.js"
 import { corsHeaders, type CorsPolicy, PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
@@ -65,6 +65,9 @@ import { parseTrustAnchors } from "./Platform/Tsa/Rfc3161.js"
 import { Option } from "effect"
 import { ClockDiscipline } from "./Timestamping/Clock.js"
 import { ClockMonitorLive } from "./Timestamping/ClockMonitor.js"
+import { TimestampingLive } from "./Timestamping/Http.js"
+import { TimestampAuthority } from "./Timestamping/Authority.js"
+import { TimestampRepo } from "./Timestamping/Repo.js"
 
 export interface ServeOptions {
   readonly migrate?: boolean
@@ -151,7 +154,9 @@ export const ServicesLive = (config: AppConfigShape) =>
     AnchorProofs.Default,
     SigningKeys.Default,
     Signer.Default,
-    HealthChecks.Default
+    HealthChecks.Default,
+    TimestampRepo.Default,
+    TimestampingLayer(config)
   ))).pipe(
     // the tiers of an evidence bundle, from the features that reach them
     Layer.provideMerge(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive)),
@@ -166,6 +171,12 @@ export const ServicesLive = (config: AppConfigShape) =>
     ))
   )
 
+/** The RFC 3161 time-stamping authority: off (404), or on under the clock discipline. */
+const TimestampingLayer = (config: AppConfigShape) =>
+  config.timestamping.enabled
+    ? TimestampAuthority.layer.pipe(Layer.provide(Layer.mergeAll(Attestor.Default, Signer.Default, TimestampRepo.Default, HealthChecks.Default)))
+    : TimestampAuthority.disabled
+
 /** The HTTP API (without a listening server). */
 export const HttpApiLive = Layer.mergeAll(
   HttpApiSwagger.layer({ path: "/docs" }),
@@ -176,7 +187,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive, TimestampingLive]),
       Layer.provide(AuthenticationLive)
     )
   )
@@ -209,7 +220,13 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 /** Cross-origin access: public routes for any origin, keyed ones for ATTESTD_CORS_ORIGINS (Http/Cors.ts). */
 const corsPolicy = (config: AppConfigShape): CorsPolicy => {
   const routes = apiRoutes()
-  return { origins: config.corsOrigins, keyedRoute: (method, path) => matchRoute(routes, method, path)?.route.keyed === true }
+  return {
+    origins: config.corsOrigins,
+    keyedRoute: (method, path) => {
+      const match = matchRoute(routes, method, path)
+      return match !== undefined && isKeyed(match.route, config)
+    }
+  }
 }
 
 /** The HTTP server on the configured address, over AppLive. */

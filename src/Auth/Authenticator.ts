@@ -26,6 +26,21 @@ export const hasBearer = (authorization: string | undefined): authorization is s
 export const bearerCredential = (authorization: string | undefined): string | undefined =>
   hasBearer(authorization) ? authorization.slice(7).trim() : undefined
 
+/** The password of a `Basic` Authorization header (the user name is ignored), or undefined. */
+export const basicPassword = (authorization: string | undefined): string | undefined => {
+  if (authorization === undefined || !/^basic /i.test(authorization)) return undefined
+  const decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
+  const colon = decoded.indexOf(":")
+  return colon < 0 ? undefined : decoded.slice(colon + 1).trim()
+}
+
+/**
+ * The credential an Authorization header presents to a route: its bearer token
+ * or, where the route takes HTTP Basic, the Basic password; undefined for none.
+ */
+export const presentedCredential = (authorization: string | undefined, basic: boolean): string | undefined =>
+  bearerCredential(authorization) ?? (basic ? basicPassword(authorization) : undefined)
+
 export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
   effect: Effect.gen(function*() {
     const repo = yield* ApiKeyRepo

@@ -170,13 +170,23 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
-  /** The RFC 3161 time-stamping authority (CONTRACT §6). */
+  /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
   readonly timestamping: TimestampingConfig
 }
 
-/** CONTRACT §6: the clock discipline of the RFC 3161 time-stamping authority. */
+/** CONTRACT §6: attestd as an RFC 3161 time-stamping authority. */
 export interface TimestampingConfig {
-  /** ATTESTD_CLOCK_TOLERANCE: the largest |offset| + half round trip the clock is trusted with; the accuracy of tokens (default 1s). */
+  /** ATTESTD_TIMESTAMPING: on by default in demo mode, off by default in production. */
+  readonly enabled: boolean
+  /** ATTESTD_TSA_ACCESS: `public` (no credentials, the public per-address limit) or `key` (scope `timestamp`). */
+  readonly access: "public" | "key"
+  /** ATTESTD_TSA_POLICY: the policy of tokens whose request names none (demo default 2.999.1). */
+  readonly policy: string
+  /** ATTESTD_TSA_POLICIES: further policies a request may name. */
+  readonly acceptedPolicies: ReadonlyArray<string>
+  /** ATTESTD_TSA_CERT_CHAIN: PEM file, TSA certificate first (production); none: a demo CA under <dataDir>/tsa/. */
+  readonly certChainFile: Option.Option<string>
+  /** ATTESTD_CLOCK_TOLERANCE: the accuracy written into tokens, and the clock discipline's bound. */
   readonly clockToleranceMs: number
   /** ATTESTD_NTP_SERVERS: the SNTP servers that discipline the clock (none: unmonitored). */
   readonly ntpServers: ReadonlyArray<NtpServer>
@@ -184,7 +194,32 @@ export interface TimestampingConfig {
   readonly ntpInterval: Duration.Duration
 }
 
+/** The X.660 example arc: the demo's policy, never a production one. */
+export const DEMO_TSA_POLICY = "2.999.1"
+
+const OID_PATTERN = /^[0-2](\.(0|[1-9][0-9]*))+$/
+
+const oidList = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)),
+    Config.mapOrFail((oids) => {
+      const bad = oids.filter((o) => !OID_PATTERN.test(o))
+      return bad.length === 0
+        ? Either.right(oids)
+        : Either.left(ConfigError.InvalidData([name], `not a dotted object identifier: ${bad.join(", ")}`))
+    })
+  )
+
 const timestampingConfig = Config.all({
+  enabled: Config.option(Config.literal("on", "off")("ATTESTD_TIMESTAMPING")),
+  access: Config.literal("public", "key")("ATTESTD_TSA_ACCESS").pipe(Config.withDefault("public" as const)),
+  policy: Config.option(Config.string("ATTESTD_TSA_POLICY").pipe(
+    Config.map((raw) => raw.trim()),
+    Config.validate({ message: "ATTESTD_TSA_POLICY must be one dotted object identifier", validation: (oid) => OID_PATTERN.test(oid) })
+  )),
+  acceptedPolicies: oidList("ATTESTD_TSA_POLICIES"),
+  certChainFile: Config.option(Config.string("ATTESTD_TSA_CERT_CHAIN")),
   clockToleranceMs: Config.map(duration("ATTESTD_CLOCK_TOLERANCE", "1s"), Duration.toMillis),
   ntpServers: ntpServers("ATTESTD_NTP_SERVERS"),
   ntpInterval: duration("ATTESTD_NTP_INTERVAL", "64s")
@@ -326,8 +361,25 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         ConfigError.InvalidData(["ATTESTD_PG_READ_URL"], "ATTESTD_PG_READ_URL needs DATABASE_URL to be a postgres:// URL (a replica of it)")
       )
     }
+    const enabled = Option.getOrElse(c.timestamping.enabled, () => (c.mode === "demo" ? "on" : "off")) === "on"
+    if (c.mode === "production" && enabled) {
+      const missing = [
+        ...(Option.isNone(c.timestamping.certChainFile) ? ["ATTESTD_TSA_CERT_CHAIN"] : []),
+        ...(Option.isNone(c.timestamping.policy) ? ["ATTESTD_TSA_POLICY"] : []),
+        ...(c.timestamping.ntpServers.length === 0 ? ["ATTESTD_NTP_SERVERS"] : [])
+      ]
+      if (missing.length > 0) {
+        return Either.left(
+          ConfigError.MissingData(
+            missing,
+            `production mode with ATTESTD_TIMESTAMPING=on refuses to start without ${missing.join(", ")}: the TSA's certificate chain, its own policy OID and the NTP servers that discipline its clock`
+          )
+        )
+      }
+    }
     return Either.right({
       ...c,
+      timestamping: { ...c.timestamping, enabled, policy: Option.getOrElse(c.timestamping.policy, () => DEMO_TSA_POLICY) },
       databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
       environment: Option.getOrElse(c.environment, () => (c.mode === "demo" ? "test" : "production") as Environment)
     })
@@ -362,7 +414,16 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
-    timestamping: { clockToleranceMs: 1000, ntpServers: [], ntpInterval: Duration.seconds(64) },
+    timestamping: {
+      enabled: true,
+      access: "public",
+      policy: DEMO_TSA_POLICY,
+      acceptedPolicies: [],
+      certChainFile: Option.none(),
+      clockToleranceMs: 1000,
+      ntpServers: [],
+      ntpInterval: Duration.seconds(64)
+    },
     ...overrides
   })
 }

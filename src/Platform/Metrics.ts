@@ -46,6 +46,11 @@ export const replicaReads = Metric.counter("attestd_replica_reads_total", {
     "Public reads asked of the read replica, by outcome: replica (all found there), primary_miss (what it missed read again on the primary), primary_error (it failed or was skipped: read on the primary)."
 })
 
+// The RFC 3161 authority
+export const timestampsAnswered = Metric.counter("attestd_timestamps_total", {
+  description: "Answers of POST /v1/timestamp, by outcome: granted, or the failInfo of a rejection."
+})
+
 // T1
 export const sealDuration = Metric.histogram(
   "attestd_seal_duration_seconds",

@@ -1,12 +1,18 @@
 /**
- * The T0 signer. Private keys live in `<dataDir>/signing-keys/` as PKCS#8 PEM
+ * The signer port. T0 keys live in `<dataDir>/signing-keys/` as PKCS#8 PEM
  * (mode 0600), parsed once into KeyObjects; signing is node:crypto's (OpenSSL's)
  * `crypto.sign` with the parsed key, and nothing here touches key material. Public keys of every instance are
  * registered in the database so any instance can list and verify them.
  * The newest key file is the current one; `attestd signing-keys rotate` adds one.
+ *
+ * The time-stamping authority's key (CONTRACT §6) is a key of its own, never a
+ * T0 key, held by the same port: `<dataDir>/signing-keys/tsa/`, the newest
+ * file current, made on the first start with timestamping on. The port shows
+ * it as a `KeySigner` (its public key and a `sign` over bytes), the shape a
+ * PKCS#11 adapter provides for a key that never leaves its token.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer } from "effect"
+import { Clock, Effect, Layer, Option } from "effect"
 import {
   createPrivateKey,
   createPublicKey,
@@ -53,6 +59,9 @@ export const publicJwkOf = (key: KeyObject): PublicJwk => {
 
 const keyDir = (dataDir: string) => join(dataDir, "signing-keys")
 
+/** Where the time-stamping authority's key lives: beside the T0 keys, in a folder of its own. */
+export const tsaKeyDir = (dataDir: string) => join(keyDir(dataDir), "tsa")
+
 const loadKeyFile = (path: string, createdAt: string): LoadedKey => {
   const privateKey = createPrivateKey(readFileSync(path))
   const jwk = publicJwkOf(privateKey)
@@ -60,8 +69,9 @@ const loadKeyFile = (path: string, createdAt: string): LoadedKey => {
 }
 
 /** Reads every key file, oldest first. File names start with a sortable UTC stamp. */
-export const loadKeys = (dataDir: string): Array<LoadedKey> => {
-  const dir = keyDir(dataDir)
+export const loadKeys = (dataDir: string): Array<LoadedKey> => loadKeysIn(keyDir(dataDir))
+
+const loadKeysIn = (dir: string): Array<LoadedKey> => {
   if (!existsSync(dir)) return []
   return readdirSync(dir)
     .filter((f) => f.endsWith(".pem"))
@@ -76,8 +86,9 @@ export const loadKeys = (dataDir: string): Array<LoadedKey> => {
 }
 
 /** Generates a new P-256 key into the data dir (mode 0600) and returns it. */
-export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => {
-  const dir = keyDir(dataDir)
+export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => generateKeyIn(keyDir(dataDir), nowMillis)
+
+const generateKeyIn = (dir: string, nowMillis: number): LoadedKey => {
   mkdirSync(dir, { recursive: true, mode: 0o700 })
   const privateKey = newP256Key()
   const jwk = publicJwkOf(privateKey)
@@ -102,6 +113,40 @@ const keySigner = (key: KeyObject) => (payload: string): Effect.Effect<string, S
     catch: (cause) => new ServiceUnavailable({ message: `the signing key could not sign: ${String(cause)}` })
   })
 
+/**
+ * A key that signs bytes for a purpose other than T0 (the TSA's signed
+ * attributes): ECDSA P-256 over SHA-256(data), DER, low-S.
+ */
+export interface KeySigner {
+  readonly kid: string
+  /** The public key as SubjectPublicKeyInfo DER: what its certificate must certify. */
+  readonly publicKeySpki: Uint8Array
+  /** The DER signature over `data`; a failure is a ServiceUnavailable. */
+  readonly sign: (data: Uint8Array) => Effect.Effect<Uint8Array, ServiceUnavailable>
+}
+
+/** A KeySigner over a parsed key file. */
+export const fileKeySigner = (key: LoadedKey): KeySigner => ({
+  kid: key.kid,
+  publicKeySpki: new Uint8Array(createPublicKey(key.privateKey).export({ type: "spki", format: "der" })),
+  sign: (data) =>
+    Effect.try({
+      try: () => normalizeLowS(nodeSign("sha256", data, { key: key.privateKey, dsaEncoding: "der" })),
+      catch: (cause) => new ServiceUnavailable({ message: `the TSA key could not sign: ${String(cause)}` })
+    })
+})
+
+/** The current TSA key (the newest in tsaKeyDir), made when there is none. */
+export const loadOrCreateTsaKey = (dataDir: string) =>
+  Effect.gen(function*() {
+    const dir = tsaKeyDir(dataDir)
+    const keys = loadKeysIn(dir)
+    if (keys.length > 0) return keys[keys.length - 1]!
+    const key = generateKeyIn(dir, yield* Clock.currentTimeMillis)
+    yield* Effect.logInfo(`generated the time-stamping authority's key ${key.kid} in ${dir}`)
+    return key
+  })
+
 /** Records public keys in the shared key table (idempotent). */
 export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
   Effect.gen(function*() {
@@ -123,20 +168,33 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
     yield* registerPublicKeys(keys)
     const current = keys[keys.length - 1]!
     const sign = keySigner(current.privateKey)
+    const tsa = config.timestamping.enabled
+      ? Option.some(fileKeySigner(yield* loadOrCreateTsaKey(config.dataDir)))
+      : Option.none<KeySigner>()
     return {
       currentKid: current.kid,
       localKeys: keys as ReadonlyArray<LoadedKey>,
       /** Signs a payload (T0, a derived list) with the current key: Base64 DER, low-S. */
-      sign
+      sign,
+      /** The time-stamping authority's key; present when timestamping is on. */
+      tsa
     }
   })
 }) {}
 
-/** A signer over a fixed in-memory key, for tests. */
-export const layerSignerFromKey = (key: LoadedKey) =>
+/** A signer over a fixed in-memory key (and TSA key), for tests. */
+export const layerSignerFromKey = (key: LoadedKey, tsaKey?: LoadedKey) =>
   Layer.effect(
     Signer,
-    Effect.as(registerPublicKeys([key]), Signer.make({ currentKid: key.kid, localKeys: [key], sign: keySigner(key.privateKey) }))
+    Effect.as(
+      registerPublicKeys([key]),
+      Signer.make({
+        currentKid: key.kid,
+        localKeys: [key],
+        sign: keySigner(key.privateKey),
+        tsa: tsaKey === undefined ? Option.none() : Option.some(fileKeySigner(tsaKey))
+      })
+    )
   )
 
 export const ephemeralKey = (): LoadedKey => {

@@ -13,7 +13,7 @@ import { Api } from "../Api.js"
 import type { Principal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
-import { Authenticator, hasBearer } from "../Auth/Authenticator.js"
+import { Authenticator, presentedCredential } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { PublicLimit } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
@@ -26,7 +26,7 @@ import { RequestMetas } from "./AccessLog.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
-import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
+import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch } from "./Routes.js"
 import { afterRequestBody } from "./Linger.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
@@ -225,15 +225,16 @@ export const requestMetaOf = (
 
 /**
  * Whether the edge counts a request against the public limit of its address: every
- * request but those to a keyed route that carry a bearer credential. Those are counted
+ * request but those to a keyed route that present a credential. Those are counted
  * against their key, or against the address when the credential fails (Authenticator),
  * so an `Authorization` header by itself never exempts a request.
  */
-export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undefined): boolean =>
-  !keyedRoute || !hasBearer(authorization)
+export const chargedAtEdge = (keyedRoute: boolean, presentsCredential: boolean): boolean =>
+  !keyedRoute || !presentsCredential
 
-/** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
-export const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
+/** The credential a request presents to `route`: a bearer token, or HTTP Basic's password where the route takes it. */
+const credentialFor = (route: Route | undefined, headers: EdgeHeaders): string | undefined =>
+  presentedCredential(headerOf(headers, "authorization"), route?.keyedWhen !== undefined)
 
 /** The scope check of a keyed route, from the scopes its contract documents. */
 const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
@@ -252,7 +253,8 @@ const carriesBody = (method: string): boolean => method !== "GET" && method !== 
  * environment or allow-list; 429 for its limit; the principal is kept on
  * `meta` for the bearer middleware) and the scope the route documents (403),
  * and the route's own gate (a public match: its list exists, 404); last a
- * declared body over the route's limit (413). So a stranger, or a key without
+ * body of a media type the route does not take (415) and a declared body
+ * over the route's limit (413). So a stranger, or a key without
  * the scope, never gets a body read or validated. Succeeds with the refusal, if any.
  */
 export const admitRequest = (
@@ -265,14 +267,14 @@ export const admitRequest = (
   const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
-    if (checksBeforeBody(match, method, gates)) {
-      return beforeBody(match!, headerOf(headers, "authorization"), meta, gates).pipe(
+    if (checksBeforeBody(config, match, method, gates)) {
+      return beforeBody(config, match!, headers, meta, gates).pipe(
         Effect.flip,
         Effect.option,
-        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySizeError(config, match, headers))
+        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
       )
     }
-    return Effect.succeed(bodySizeError(config, match, headers))
+    return Effect.succeed(bodyShapeError(config, match, method, headers))
   })
   if (chargedPublicly(config, match, headers)) {
     return Effect.flatMap(PublicLimit, (publicLimit) =>
@@ -284,11 +286,39 @@ export const admitRequest = (
 
 /** Whether the edge charges the request against its address's public limit (see chargedAtEdge). */
 const chargedPublicly = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): boolean =>
-  Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))
+  Option.isSome(config.publicRateLimit) &&
+  chargedAtEdge(match !== undefined && isKeyed(match.route, config), credentialFor(match?.route, headers) !== undefined)
 
 /** Whether a key or a gate is checked before the body is read: a keyed or gated route, for a request with a body. */
-const checksBeforeBody = (match: RouteMatch | undefined, method: string, gates: ReadonlyMap<string, BodyGate>): boolean =>
-  match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))
+const checksBeforeBody = (
+  config: AppConfigShape,
+  match: RouteMatch | undefined,
+  method: string,
+  gates: ReadonlyMap<string, BodyGate>
+): boolean => match !== undefined && carriesBody(method) && (isKeyed(match.route, config) || gates.has(match.route.id))
+
+/** A request's media type: the Content-Type without parameters, lower case ("" when absent). */
+const mediaTypeOf = (headers: EdgeHeaders): string => (headerOf(headers, "content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+
+/**
+ * 415 for a body of another type than JSON or the route's own, on a route that takes a
+ * binary body (elsewhere every body is read as JSON, whatever its declared type).
+ */
+const mediaTypeError = (match: RouteMatch | undefined, method: string, headers: EdgeHeaders): Errors.ApiError | undefined => {
+  const binaryTypes = match?.route.binaryTypes ?? []
+  if (binaryTypes.length === 0 || !carriesBody(method)) return undefined
+  const type = mediaTypeOf(headers)
+  return type === "application/json" || binaryTypes.includes(type)
+    ? undefined
+    : new Errors.UnsupportedMediaType({
+      message: `Content-Type must be ${binaryTypes.join(", ")} or application/json${type === "" ? "" : `, not ${Errors.excerpt(type, 80)}`}`,
+      details: { accepted: [...binaryTypes, "application/json"] }
+    })
+}
+
+/** What is wrong with a body before it is read: its media type (415), then its declared size (413). */
+const bodyShapeError = (config: AppConfigShape, match: RouteMatch | undefined, method: string, headers: EdgeHeaders) =>
+  mediaTypeError(match, method, headers) ?? bodySizeError(config, match, headers)
 
 const bodyTooLarge = (limit: number) =>
   new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
@@ -302,13 +332,19 @@ const bodySizeError = (config: AppConfigShape, match: RouteMatch | undefined, he
     : undefined
 }
 
-const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) => {
+const beforeBody = (
+  config: AppConfigShape,
+  match: RouteMatch,
+  headers: EdgeHeaders,
+  meta: RequestMetaShape,
+  gates: ReadonlyMap<string, BodyGate>
+) => {
   const gate = gates.get(match.route.id)
   const gated = gate ? Effect.suspend(() => gate(match.params)) : Effect.void
-  if (!match.route.keyed) return gated
+  if (!isKeyed(match.route, config)) return gated
   const scopes = match.route.scopes
   return Effect.flatMap(Authenticator, (auth) =>
-    Effect.flatMap(auth.authenticate(bearerToken(authorization)), (principal) => {
+    Effect.flatMap(auth.authenticate(credentialFor(match.route, headers) ?? ""), (principal) => {
       meta.principal = principal
       return scopes ? Effect.zipRight(routeScopes(principal, scopes), gated) : gated
     }))
@@ -335,12 +371,24 @@ export const parseJsonBody = (text: string): Either.Either<unknown, Errors.Valid
 }
 
 /**
- * Bodies are JSON whatever the declared type (curl -d sends form encoding), and
- * /v1 is stripped so one route table serves both the prefix and the alias.
+ * Whether a request carries a body of a binary media type its route declares (a DER
+ * TimeStampReq): such a body reaches the handler as bytes, unread by the edge. Only
+ * a request with a non-JSON type is looked up: the JSON routes pay nothing for it.
  */
-const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string) => {
+const carriesBinaryBody = (request: HttpServerRequest.HttpServerRequest, path: string): boolean => {
   const type = request.headers["content-type"]
-  const jsonBody = carriesBody(request.method) && (type === undefined || !type.includes("json"))
+  if (!carriesBody(request.method) || type === undefined || type.includes("json")) return false
+  return matchRoute(ROUTES, request.method, path)?.route.binaryTypes.includes(mediaTypeOf(request.headers)) === true
+}
+
+/**
+ * Bodies are JSON whatever the declared type (curl -d sends form encoding), but for a
+ * binary type the route declares, and /v1 is stripped so one route table serves both
+ * the prefix and the alias.
+ */
+const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string, binary: boolean) => {
+  const type = request.headers["content-type"]
+  const jsonBody = !binary && carriesBody(request.method) && (type === undefined || !type.includes("json"))
   if (!jsonBody && url === request.url) return request
   return request.modify({
     url,
@@ -435,16 +483,19 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
-    const normalized = normalizeRequest(request, stripV1(request.url))
+    const binary = carriesBinaryBody(request, meta.path)
+    const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOfRequest(config, request.method, meta.path) : undefined
-    const steps = edgeFor(app, config, request, normalized, limit, meta)
+    const steps = edgeFor(app, config, request, normalized, limit, binary, meta)
     const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
 
 /**
  * The edge's steps. The fiber already holds the normalized request (for the app); `request`
- * is the one as received. `limit`: the route's body limit, for a method that carries a body.
+ * is the one as received. `limit`: the route's body limit, for a method that carries a body;
+ * `binary`: the body is bytes of a type its route declares, left for the handler to read
+ * (under the same limit).
  */
 const edgeFor = (
   app: HttpApp.Default,
@@ -452,6 +503,7 @@ const edgeFor = (
   request: HttpServerRequest.HttpServerRequest,
   normalized: HttpServerRequest.HttpServerRequest,
   limit: number | undefined,
+  binary: boolean,
   meta: RequestMetaShape
 ) =>
   Effect.gen(function*() {
@@ -472,7 +524,7 @@ const edgeFor = (
       if (fits._tag === "Left") return finish(errorResponse(fits.left))
       if (!fits.right) return lingering(incoming, finish(errorResponse(bodyTooLarge(limit))))
     }
-    if (limit !== undefined) {
+    if (limit !== undefined && !binary) {
       // Read (and cache on this request) the body once, so every route refuses
       // U+0000 and deep nesting the same way before its schema sees the value. The
       // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.

@@ -165,7 +165,7 @@ const parseDer = (der: Uint8Array, what: string): asn1js.AsnType => {
  * above 2^53 (e.g. the 2.25.<uuid> policy of the demo TSA) as "{hex}", so we
  * decode them ourselves with bigint.
  */
-const oidToString = (oid: asn1js.ObjectIdentifier): string => {
+export const oidToString = (oid: asn1js.ObjectIdentifier): string => {
   const raw = oid.valueBeforeDecodeView.byteLength > 0 ? oid.valueBeforeDecodeView : new Uint8Array(oid.toBER())
   // Skip the identifier octet (OID tags are single-byte) and the length octets.
   const lenByte = raw[1] ?? 0
@@ -543,7 +543,7 @@ const cmsFailure = (e: unknown): string => {
 }
 
 /** The signer certificate must carry a CRITICAL EKU whose only purpose is id-kp-timeStamping. */
-const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
+export const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
   const exts = cert.extensions ?? []
   const eku = exts.find((e) => e.extnID === OID.extKeyUsage)
   if (!eku) throw new TsaValidationError("signer certificate has no extendedKeyUsage extension")

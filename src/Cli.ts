@@ -54,7 +54,14 @@ const SETTINGS = {
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],
   "keep-alive-timeout": ["ATTESTD_KEEP_ALIVE_TIMEOUT", "idle keep-alive connection timeout (default 5s)"],
   "max-connections": ["ATTESTD_MAX_CONNECTIONS", "open connections at most; 0 = no limit (default 4096)"],
-  "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"]
+  "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"],
+  timestamping: ["ATTESTD_TIMESTAMPING", "the RFC 3161 time-stamping authority, on or off (default on in demo, off in production)"],
+  "tsa-access": ["ATTESTD_TSA_ACCESS", "who may ask for time-stamp tokens: public or key (scope timestamp) (default public)"],
+  "tsa-policy": ["ATTESTD_TSA_POLICY", "policy OID of tokens whose request names none (default 2.999.1 in demo)"],
+  "tsa-policies": ["ATTESTD_TSA_POLICIES", "further policy OIDs a request may name, comma-separated"],
+  "tsa-cert-chain": ["ATTESTD_TSA_CERT_CHAIN", "PEM chain of the TSA certificate, TSA certificate first (default: a demo CA)"],
+  "clock-tolerance": ["ATTESTD_CLOCK_TOLERANCE", "the accuracy written into tokens and the clock discipline's bound (default 1s)"],
+  "ntp-servers": ["ATTESTD_NTP_SERVERS", "host[:port] of SNTP servers disciplining the clock, comma-separated (default: none, unmonitored)"]
 } as const satisfies Record<string, readonly [string, string]>
 
 const settingOptions = Options.all(

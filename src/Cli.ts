@@ -59,9 +59,7 @@ const SETTINGS = {
   "tsa-access": ["ATTESTD_TSA_ACCESS", "who may ask for time-stamp tokens: public or key (scope timestamp) (default public)"],
   "tsa-policy": ["ATTESTD_TSA_POLICY", "policy OID of tokens whose request names none (default 2.999.1 in demo)"],
   "tsa-policies": ["ATTESTD_TSA_POLICIES", "further policy OIDs a request may name, comma-separated"],
-  "tsa-cert-chain": ["ATTESTD_TSA_CERT_CHAIN", "PEM chain of the TSA certificate, TSA certificate first (default: a demo CA)"],
-  "clock-tolerance": ["ATTESTD_CLOCK_TOLERANCE", "the accuracy written into tokens and the clock discipline's bound (default 1s)"],
-  "ntp-servers": ["ATTESTD_NTP_SERVERS", "host[:port] of SNTP servers disciplining the clock, comma-separated (default: none, unmonitored)"]
+  "tsa-cert-chain": ["ATTESTD_TSA_CERT_CHAIN", "PEM chain of the TSA certificate, TSA certificate first (default: a demo CA)"]
 } as const satisfies Record<string, readonly [string, string]>
 
 const settingOptions = Options.all(

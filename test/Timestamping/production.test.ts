@@ -52,7 +52,7 @@ describe("production configuration of the TSA", () => {
       access: "key",
       policy: "1.3.6.1.4.1.99999.1",
       certChainFile: Option.some("/etc/attestd/tsa-chain.pem"),
-      ntpServers: ["ntp1.example", "ntp2.example:123", "ntp3.example"]
+      ntpServers: [{ host: "ntp1.example", port: 123 }, { host: "ntp2.example", port: 123 }, { host: "ntp3.example", port: 123 }]
     })
     expect(Either.isLeft(configFrom({ ATTESTD_TSA_POLICY: "not.an.oid" }))).toBe(true)
     expect(Either.isLeft(configFrom({ ATTESTD_TSA_POLICIES: "1.2.3,x" }))).toBe(true)

@@ -118,12 +118,12 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
         const registeredAt = formatMicros(nanos / 1000n)
         return Effect.forEach(hashes, (hash) =>
-          Effect.map(signer.sign(t0Payload(hash, registeredAt)), (signature): NewAttestationRow => ({
+          Effect.map(signer.sign(t0Payload(hash, registeredAt), registeredAt), (signed): NewAttestationRow => ({
             id: newAttestationId(),
             hash_hex: hash,
             registered_at: registeredAt,
-            signature,
-            signing_key_id: signer.currentKid,
+            signature: signed.signature,
+            signing_key_id: signed.kid,
             format_version: FORMAT_VERSION
           })))
       })

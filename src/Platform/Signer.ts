@@ -8,8 +8,9 @@
  * signed. `attestd signing-keys rotate` adds a key activated now and ends the previous
  * keys' windows ROTATION_OVERLAP later, so every instance switches (with a shared token
  * or data dir) within its window and no signature falls outside its key's window. A key
- * this instance does not hold (another instance's own key file) is never chosen. The
- * first start with no key generates one.
+ * this instance does not hold (another instance's own key file) is never chosen. An
+ * instance left without an unretired key (the first start; a rotation by an instance that
+ * does not share its custody) generates one of its own.
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Ref, Schedule } from "effect"
@@ -52,34 +53,44 @@ const keyFor = (state: KeyState, at: string): HeldKey | undefined => {
 const byKid = (keys: ReadonlyArray<HeldKey>): ReadonlyMap<string, HeldKey> => new Map(keys.map((k) => [k.kid, k]))
 
 /**
- * Makes sure the custody has a usable key of `role` registered: keys it holds that the
- * table lacks are registered (from their file's time), a key superseded by a newer one it
- * holds is retired at the newer one's activation plus the overlap, and with no key usable
- * now one is generated.
+ * A key of its own for an instance none of whose held keys of `role` is left unretired: the
+ * first start, or a rotation by an instance that does not share this one's custody (its own
+ * data dir holding a copy of the rotated key). Generated in custody, active now.
+ */
+const ensureUnretired = (role: KeyRole, state: KeyState) =>
+  Effect.gen(function*() {
+    if (state.windows.some((w) => state.held.has(w.kid) && w.retiredAt === null)) return state
+    const custody = yield* KeyCustody
+    const millis = yield* Clock.currentTimeMillis
+    const made = yield* custody.generate(role, millis)
+    yield* registerKey(role, made.jwk, formatMillis(millis), formatMillis(millis))
+    yield* state.held.size === 0
+      ? Effect.logInfo(`generated ${role} signing key ${made.kid} in ${custody.where}`)
+      : Effect.logWarning(`every ${role} signing key this instance holds was rotated out elsewhere; generated ${made.kid} in ${custody.where}`)
+    const windows = yield* keyWindows(role)
+    return { windows, held: new Map([...state.held, [made.kid, made]]), looked: new Set(windows.map((w) => w.kid)) } satisfies KeyState
+  })
+
+/**
+ * The keys of `role` at start: those the custody holds that the table lacks are registered
+ * (from their file's time), a key superseded by a newer one it holds is retired at the newer
+ * one's activation plus the overlap, and without an unretired key one is generated.
  */
 const prepareRole = (role: KeyRole) =>
   Effect.gen(function*() {
     const custody = yield* KeyCustody
     const now = formatMillis(yield* Clock.currentTimeMillis)
-    let held = yield* custody.held(role)
-    let windows = yield* keyWindows(role)
-    const known = new Set(windows.map((w) => w.kid))
+    const held = yield* custody.held(role)
+    const known = new Set((yield* keyWindows(role)).map((w) => w.kid))
     for (const k of held) {
       if (!known.has(k.kid)) yield* registerKey(role, k.jwk, k.createdAt ?? now, k.createdAt ?? now)
     }
-    windows = yield* keyWindows(role)
-    const mine = windows.filter((w) => held.some((k) => k.kid === w.kid))
+    const mine = (yield* keyWindows(role)).filter((w) => held.some((k) => k.kid === w.kid))
     for (const [newer, older] of mine.slice(0, -1).map((w, i) => [w, mine[i + 1]!] as const)) {
       if (older.retiredAt === null) yield* retireKeys([older.kid], overlapEnd(newer.activatedAt))
     }
-    if (keyFor({ windows: yield* keyWindows(role), held: byKid(held), looked: new Set() }, now) === undefined) {
-      const made = yield* custody.generate(role, yield* Clock.currentTimeMillis)
-      yield* registerKey(role, made.jwk, now, now)
-      yield* Effect.logInfo(`generated ${role} signing key ${made.kid} in ${custody.where}`)
-      held = [...held, made]
-    }
-    windows = yield* keyWindows(role)
-    return { windows, held: byKid(held), looked: new Set(windows.map((w) => w.kid)) } satisfies KeyState
+    const windows = yield* keyWindows(role)
+    return yield* ensureUnretired(role, { windows, held: byKid(held), looked: new Set(windows.map((w) => w.kid)) })
   })
 
 const overlapEnd = (activatedAt: string): string => formatMillis(Date.parse(activatedAt.slice(0, 23) + "Z") + Duration.toMillis(ROTATION_OVERLAP))
@@ -136,7 +147,7 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       const current = yield* Ref.get(state)
       const fresh = windows.some((w) => !current.looked.has(w.kid))
       const held = fresh ? byKid(yield* custody.held("t0")) : current.held
-      yield* Ref.set(state, { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked })
+      yield* Ref.set(state, yield* ensureUnretired("t0", { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked }))
     }).pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
       Effect.catchAll((e) => Effect.logWarning(`signing keys: cannot refresh: ${"message" in e ? e.message : String(e)}`))

@@ -60,7 +60,7 @@ const messageOf = (e: unknown): string => (e instanceof Error ? e.message : Stri
  */
 export const jwkFromEcPoint = (ecPoint: Uint8Array): PublicJwk => {
   const parsed = asn1js.fromBER(ecPoint)
-  if (parsed.offset === -1 || !(parsed.result instanceof asn1js.OctetString)) {
+  if (parsed.offset !== ecPoint.byteLength || !(parsed.result instanceof asn1js.OctetString)) {
     throw new Error("CKA_EC_POINT is not a DER OCTET STRING")
   }
   const spki = new asn1js.Sequence({
@@ -279,6 +279,8 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
               { type: binding.CKA_CLASS, value: binding.CKO_PUBLIC_KEY },
               { type: binding.CKA_PRIVATE, value: false },
               { type: binding.CKA_VERIFY, value: true },
+              { type: binding.CKA_ENCRYPT, value: false },
+              { type: binding.CKA_WRAP, value: false },
               { type: binding.CKA_EC_PARAMS, value: Buffer.from(new asn1js.ObjectIdentifier({ value: P256_OID }).toBER()) },
               { type: binding.CKA_LABEL, value: pending.toString("utf8") },
               { type: binding.CKA_ID, value: pending }
@@ -290,6 +292,8 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
               { type: binding.CKA_SENSITIVE, value: true },
               { type: binding.CKA_EXTRACTABLE, value: false },
               { type: binding.CKA_SIGN, value: true },
+              { type: binding.CKA_DECRYPT, value: false },
+              { type: binding.CKA_UNWRAP, value: false },
               { type: binding.CKA_DERIVE, value: false },
               { type: binding.CKA_LABEL, value: pending.toString("utf8") },
               { type: binding.CKA_ID, value: pending }

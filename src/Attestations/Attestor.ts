@@ -125,7 +125,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
             signature: signed.signature,
             signing_key_id: signed.kid,
             format_version: FORMAT_VERSION
-          })))
+          })), { concurrency: signer.parallelism })
       })
 
     /** Each key's claim to make, once, on each digest whose claim it does not hold, in (seq, key) order. */

@@ -158,6 +158,8 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
 
     return {
       custody: custody.kind,
+      /** How many signatures to ask for at once (a token signs several in parallel). */
+      parallelism: custody.parallelism,
       /** The kid T0 signs with now (the newest key held when none is valid now: /v1/info still names one). */
       currentKid: Effect.map(Effect.zip(current, Ref.get(state)), ([k, s]) =>
         k?.kid ?? s.windows.find((w) => s.held.has(w.kid))?.kid ?? ""),

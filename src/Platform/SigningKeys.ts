@@ -39,10 +39,18 @@ export const storedJwk = (text: string): PublicJwk => {
   return jwk
 }
 
-const listedJwk = (r: { readonly jwk: string; readonly active: boolean; readonly activated_at: string | null; readonly retired_at: string | null }): ListedJwk => ({
+type KeyRow = { readonly jwk: string; readonly active: boolean; readonly activated_at: string | null; readonly retired_at: string | null }
+
+/** The stored JWK with its window: what an evidence bundle carries. */
+const windowedJwk = (r: KeyRow): ListedJwk => ({
   ...storedJwk(r.jwk),
   ...(r.activated_at === null ? {} : { attestd_activated_at: r.activated_at }),
-  ...(r.retired_at === null ? {} : { attestd_retired_at: r.retired_at }),
+  ...(r.retired_at === null ? {} : { attestd_retired_at: r.retired_at })
+})
+
+/** As GET /v1/keys lists it: keys that sign nothing new marked retired. */
+const listedJwk = (r: KeyRow): ListedJwk => ({
+  ...windowedJwk(r),
   ...(r.active && r.retired_at === null ? {} : { status: "retired" as const })
 })
 
@@ -63,7 +71,7 @@ export class SigningKeys extends Effect.Service<SigningKeys>()("Platform/Signing
     const byKid = (kid: string) =>
       Effect.map(
         keyRows(sql`SELECT jwk, active, activated_at, retired_at FROM signing_keys WHERE kid = ${kid}`).pipe(Effect.orDie),
-        (rs) => (rs[0] ? listedJwk(rs[0]) : undefined)
+        (rs) => (rs[0] ? windowedJwk(rs[0]) : undefined)
       )
     return { listed, byKid }
   })

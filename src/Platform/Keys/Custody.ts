@@ -34,6 +34,8 @@ export interface KeyCustodyShape {
   readonly generate: (role: KeyRole, nowMillis: number) => Effect.Effect<HeldKey, KeyCustodyError>
   /** Whether the keys can be used now (a token answers). */
   readonly healthy: Effect.Effect<boolean>
+  /** How many signatures it makes at once (a token's sessions; in-process signing: one). */
+  readonly parallelism: number
 }
 
 export class KeyCustody extends Context.Tag("Platform/KeyCustody")<KeyCustody, KeyCustodyShape>() {}

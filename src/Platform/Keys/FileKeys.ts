@@ -194,7 +194,8 @@ export const layerFileKeys = (dataDir: string, passphraseFile: Option.Option<str
           Effect.try({ try: () => loadKeyFiles(dataDir, role, passphrase).map((k) => heldKey(role, k)), catch: custodyError }),
         generate: (role, nowMillis) =>
           Effect.try({ try: () => heldKey(role, generateKeyFile(dataDir, role, nowMillis, passphrase)), catch: custodyError }),
-        healthy: Effect.succeed(true)
+        healthy: Effect.succeed(true),
+        parallelism: 1
       })
     })
   )

@@ -342,7 +342,8 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
           Effect.timeout("2 seconds"),
           Effect.as(true),
           Effect.orElseSucceed(() => false)
-        )
+        ),
+        parallelism: SESSIONS
       })
     })
   )

@@ -4,7 +4,14 @@ import { LongestFirst } from "./test/sequencer.js"
 // Two projects, both run by `npm test`: `unit` (in-process, fast) and `processes`
 // (real child processes: kill -9 loops, several instances on one database, soaks).
 // A developer iterating runs `npx vitest --project unit`.
-const PROCESS_SUITES = ["test/**/kill.test.ts", "test/**/multi.test.ts", "test/**/soak*.test.ts", "test/Ops/*.test.ts"]
+const PROCESS_SUITES = [
+  "test/**/kill.test.ts",
+  "test/**/multi.test.ts",
+  "test/**/soak*.test.ts",
+  "test/Ops/*.test.ts",
+  // the RFC 3161 clients: JVMs and child processes, mostly waited on
+  "test/Timestamping/clients.test.ts"
+]
 
 export default defineConfig({
   test: {

@@ -9,9 +9,15 @@
 // before each, not counted (3000), BENCH_CONNECTIONS (50), BENCH_ONLY (baseline,sqlite,pg;
 // `signers` is opt-in: signatures per second through a SoftHSM2 token vs node:crypto, and
 // SQLite attest-new with each signer; `BENCH_ONLY=signers` runs only that),
-// BENCH_SCENARIOS (attest-new,attest-existing,verify,trivial-get), BENCH_PG_URL
+// BENCH_SCENARIOS (attest-new,attest-existing,verify,trivial-get,timestamp), BENCH_PG_URL
 // (postgres://postgres@127.0.0.1:5432; a database is created per round and dropped).
 // The servers inherit the environment, so an ATTESTD_* setting can be compared by running twice.
+//
+// BENCH_SCALE=1 runs, instead, the registry at scale (docs/scale.md): per store, attest-new and
+// verify on an empty registry and on one of BENCH_SCALE_ROWS attestations (10,000,000) written by
+// SQL, as ratios; sealing BENCH_SCALE_SEAL pending attestations (1,000,000) by the real worker;
+// bytes on disk per attestation. Heavy (10M rows: ~10 GB per store, minutes to generate): run it
+// alone. BENCH_SCALE_ROUNDS (2) alternates the two registries; BENCH_ONLY=sqlite or pg narrows it.
 //
 // Each server is a child process (`node dist/bin.js serve`, the real CLI; the bare server is this
 // script with the argument `bare-server`), so it does not share an event loop with autocannon,
@@ -22,6 +28,10 @@
 // The server's CPU per request is read from /proc/<pid>/stat (Postgres's own CPU is not in it).
 // The table shows medians over the rounds; bench-results.json has every round.
 import autocannon from "autocannon"
+import Database from "better-sqlite3"
+import * as asn1js from "asn1js"
+import { randomBytes } from "node:crypto"
+import * as pkijs from "pkijs"
 import { execFile, execFileSync, spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
@@ -40,6 +50,7 @@ function envList(name, fallback) {
 }
 
 async function main() {
+  if (process.env.BENCH_SCALE === "1") return scaleMain()
   const config = {
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),
     duration: Number(process.env.BENCH_DURATION ?? 5),
@@ -102,6 +113,35 @@ const cycle = (hashes) => {
   return () => hashes[i++ % hashes.length]
 }
 
+/**
+ * A DER TimeStampReq as `openssl ts -query -sha256 -cert` sends it (no nonce), built once with
+ * pkijs around a marker digest; each request gets a fresh random digest in the marker's place.
+ */
+const timestampQuery = () => {
+  const marker = Buffer.alloc(32, 0xa5)
+  const template = Buffer.from(new pkijs.TimeStampReq({
+    version: 1,
+    messageImprint: new pkijs.MessageImprint({
+      hashAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: "2.16.840.1.101.3.4.2.1", algorithmParams: new asn1js.Null() }),
+      hashedMessage: new asn1js.OctetString({ valueHex: new Uint8Array(marker) })
+    }),
+    certReq: true
+  }).toSchema().toBER())
+  const at = template.indexOf(marker)
+  return {
+    method: "POST",
+    path: "/v1/timestamp",
+    headers: { "content-type": "application/timestamp-query" },
+    body: template,
+    setupRequest: (req) => {
+      const body = Buffer.from(template)
+      randomBytes(32).copy(body, at)
+      req.body = body
+      return req
+    }
+  }
+}
+
 const BARE = {
   POST: post("/v1/verify", randomHashHex),
   GET: { method: "GET", path: "/v1/test-vectors.json" }
@@ -132,6 +172,12 @@ const SCENARIOS = {
     baseline: "GET",
     targets: { sqlite: 0.15, pg: 0.15 },
     request: () => BARE.GET
+  },
+  // issue 44: RFC 3161 tokens (public access), each signed, registered (two attestations) and stored
+  timestamp: {
+    baseline: "POST",
+    targets: { sqlite: 0.06, pg: 0.06 },
+    request: () => timestampQuery()
   }
 }
 
@@ -167,12 +213,19 @@ const load = async (server, request, { connections, duration, warmup }) => {
 // ---------------------------------------------------------------------------
 // servers
 
-/** The baseline: reads a POST's JSON body to the end and parses it; answers a small JSON. */
-const bareServer = (port) => {
+/**
+ * The baseline: reads a POST's JSON body to the end and parses it; answers a small JSON (about
+ * the size of a verify answer). A GET answers the trivial GET's own document (the test vectors,
+ * built by the same function from dist/), so both servers write the same bytes per GET.
+ */
+const bareServer = async (port) => {
   const body = JSON.stringify({ exists: true, hash_hex: "0".repeat(64), level: "T0" })
   const headers = { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) }
+  const { testVectors } = await import(join(ROOT, "dist/Info/TestVectors.js"))
+  const document = Buffer.from(JSON.stringify(testVectors()))
+  const getHeaders = { "content-type": "application/json", "content-length": String(document.length) }
   createServer((req, res) => {
-    if (req.method === "GET") return res.writeHead(200, headers).end(body)
+    if (req.method === "GET") return res.writeHead(200, getHeaders).end(document)
     let text = ""
     req.setEncoding("utf8")
     req.on("data", (chunk) => (text += chunk))
@@ -487,9 +540,438 @@ const gitHead = () => {
   }
 }
 
+// ---------------------------------------------------------------------------
+// the registry at scale (BENCH_SCALE=1; docs/scale.md)
+
+const HOURS = 365 * 24
+const DAYS = 365
+/** Bytes of a demo TSA token (a sealed batch's tsa_token), for the generated batches. */
+const TSA_TOKEN_BYTES = 1536
+const VERIFY_SAMPLE = 10_000
+
+const scaleMain = async () => {
+  const config = {
+    rows: Number(process.env.BENCH_SCALE_ROWS ?? 10_000_000),
+    seal: Number(process.env.BENCH_SCALE_SEAL ?? 1_000_000),
+    rounds: Number(process.env.BENCH_SCALE_ROUNDS ?? 2),
+    duration: Number(process.env.BENCH_DURATION ?? 5),
+    warmup: Number(process.env.BENCH_WARMUP ?? 3000),
+    connections: Number(process.env.BENCH_CONNECTIONS ?? 50),
+    only: envList("BENCH_ONLY", "sqlite,pg").filter((s) => s === "sqlite" || s === "pg")
+  }
+  console.log(`registry at scale: ${config.rows.toLocaleString("en-US")} rows, sealing ${config.seal.toLocaleString("en-US")}`)
+  const results = []
+  for (const store of config.only) results.push(await scaleStore(store, config))
+  printScale(results, config)
+  // one file per set of stores: a run per store can go in parallel
+  const file = join(ROOT, `bench-scale-results-${config.only.join("-")}.json`)
+  writeFileSync(file, JSON.stringify({ at: new Date().toISOString(), commit: gitHead(), node: process.version, config, results }, null, 2) + "\n")
+  console.log(`\nwritten ${file}`)
+}
+
+const scaleStore = async (store, config) => {
+  const empty = await prepareRegistry(store, "empty")
+  const full = await prepareRegistry(store, "full")
+  try {
+    const started = performance.now()
+    await generateRegistry(full, config.rows)
+    const generateSeconds = (performance.now() - started) / 1000
+    console.log(`${store}: ${config.rows.toLocaleString("en-US")} attestations generated in ${generateSeconds.toFixed(0)} s`)
+    await settle(full)
+    const bytes = await bytesOnDisk(full)
+    console.log(`${store}: ${Math.round(bytes.perAttestation.all)} bytes per attestation (attestations ${Math.round(bytes.perAttestation.attestations)})`)
+    const plans = await explainHot(full)
+    const runs = { empty: [], full: [] }
+    for (let round = 1; round <= config.rounds; round++) {
+      for (const registry of [empty, full]) {
+        const r = await measureRates(registry, config)
+        runs[registry.name].push(r)
+        console.log(`  ${store} ${registry.name} round ${round}: attest-new ${Math.round(r["attest-new"].rps)} req/s, verify ${Math.round(r.verify.rps)} req/s`)
+      }
+    }
+    const seal = await sealPending(full, config.seal)
+    console.log(`${store}: sealed ${seal.leaves.toLocaleString("en-US")} pending in ${seal.seconds.toFixed(1)} s`)
+    const rates = {}
+    for (const scenario of ["attest-new", "verify"]) {
+      const e = median(runs.empty.map((r) => r[scenario].rps))
+      const f = median(runs.full.map((r) => r[scenario].rps))
+      // CPU per request moves less than req/s on a busy machine (the database's own CPU is not in it)
+      const cpuE = median(runs.empty.map((r) => r[scenario].cpuUsPerRequest))
+      const cpuF = median(runs.full.map((r) => r[scenario].cpuUsPerRequest))
+      rates[scenario] = { empty: e, full: f, ratio: f / e, cpuUsEmpty: cpuE, cpuUsFull: cpuF, cpuRatio: cpuE / cpuF }
+    }
+    return { store, rows: config.rows, generateSeconds, bytes, plans, rates, runs, seal }
+  } finally {
+    await empty.drop()
+    await full.drop()
+  }
+}
+
+/** A fresh registry of `store` (database, data dir, an API key with scope attest); `drop()` removes it. */
+const prepareRegistry = async (store, name) => {
+  const dir = mkdtempSync(join(tmpdir(), `attestd-scale-${store}-${name}-`))
+  const dbName = `attestd_scale_${process.pid}_${name}`
+  const databaseUrl = store === "pg" ? `${PG_URL}/${dbName}` : `sqlite:${join(dir, "attestd.db")}`
+  const env = { ATTESTD_SEAL_INTERVAL: "24h", ...process.env, HOST: "127.0.0.1", ATTESTD_DATA_DIR: dir, ATTESTD_MODE: "demo", ATTESTD_PUBLIC_RATE_LIMIT: "0", DATABASE_URL: databaseUrl }
+  if (store === "pg") await pgQuery(`${PG_URL}/postgres`, `CREATE DATABASE ${dbName}`)
+  const created = JSON.parse((await cli(["keys", "create", "--label", "bench", "--scopes", "attest", "--rate-limit", "1000000000"], env)).trim().split("\n").pop())
+  const drop = async () => {
+    if (store === "pg") await pgQuery(`${PG_URL}/postgres`, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
+    rmSync(dir, { recursive: true, force: true })
+  }
+  return { store, name, dir, env, databaseUrl, key: created.key, keyId: created.id, rows: 0, drop }
+}
+
+/** Runs `f(query)` on the registry's database: `query(text, params?)` resolves with the rows. */
+const withRegistryDb = async (registry, f) => {
+  if (registry.store === "pg") {
+    const client = new pg.Client({ connectionString: registry.databaseUrl })
+    await client.connect()
+    try {
+      return await f(async (text, params = []) => (await client.query(text, params)).rows)
+    } finally {
+      await client.end()
+    }
+  }
+  const db = new Database(registry.databaseUrl.slice("sqlite:".length))
+  try {
+    db.pragma("busy_timeout = 60000")
+    // the generation's random index inserts stay in memory until the commit
+    db.pragma("cache_size = -2000000")
+    return await f(async (text, params = []) => {
+      const statement = db.prepare(text)
+      return statement.reader ? statement.all(...params) : (statement.run(...params), [])
+    })
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * `rows` attestations over the year before this hour, written by SQL in one transaction, every
+ * column as the service would have written it: distinct digests, times spread evenly, one
+ * sealed batch per hour (batch_id, leaf_index, t1_at; the batch row with a TSA token of a demo
+ * token's size) and one daily root per day, confirmed with a Bitcoin height for every day but
+ * the last (whose attestations are T1), the bench key's claim on each, and the dispatched
+ * t1_complete/t2_complete events of the outbox. Not written: the Merkle nodes of the generated
+ * batches (merkle_chunks; measured on the real seal below) and the calendar submissions
+ * (365 rows a year). Signatures have a real signature's size but are not valid.
+ */
+const generateRegistry = async (registry, rows) => {
+  registry.rows = rows
+  const startSeconds = Math.floor(Date.now() / 3_600_000) * 3600 - DAYS * 86_400
+  const step = (DAYS * 86_400) / rows
+  await withRegistryDb(registry, async (query) => {
+    const [signing] = await query("SELECT kid FROM signing_keys ORDER BY created_at LIMIT 1")
+    const kid = signing?.kid ?? "bench0000000000000000"
+    const statements = registry.store === "pg" ? pgGeneration(rows, startSeconds, step, kid, registry.keyId) : sqliteGeneration(rows, startSeconds, step, kid, registry.keyId)
+    for (const text of statements) await query(text)
+  })
+}
+
+const pgTime = (t) => `to_char((${t}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')`
+const sqliteTime = (t) => `strftime('%Y-%m-%dT%H:%M:%S', ${t}, 'unixepoch') || '.' || printf('%06d', CAST(((${t}) - CAST((${t}) AS INTEGER)) * 1000000 AS INTEGER)) || '+00:00'`
+
+const pgGeneration = (n, start, step, kid, keyId) => {
+  const at = (seconds) => `to_timestamp(${start}) + (${seconds}) * interval '1 second'`
+  return [
+    "BEGIN",
+    `INSERT INTO daily_roots (id, window_end, root, leaves, batch_count, created_at, status, bitcoin_height, bitcoin_merkle_root, confirmed_at)
+      SELECT d, ${pgTime(at("d * 86400"))}, encode(sha256(('day' || d)::bytea), 'hex'),
+        (SELECT string_agg(sha256(('leaf' || d || '-' || i)::bytea), ''::bytea ORDER BY i) FROM generate_series(1, 24) i), 24,
+        ${pgTime(at("d * 86400 + 60"))}, CASE WHEN d < ${DAYS} THEN 'confirmed' ELSE 'pending' END,
+        CASE WHEN d < ${DAYS} THEN 800000 + d END, CASE WHEN d < ${DAYS} THEN encode(sha256(('block' || d)::bytea), 'hex') END,
+        CASE WHEN d < ${DAYS} THEN ${pgTime(at("d * 86400 + 7200"))} END
+      FROM generate_series(1, ${DAYS}) d`,
+    `SELECT setval(pg_get_serial_sequence('daily_roots', 'id'), ${DAYS})`,
+    `INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index)
+      SELECT h, ${pgTime(at("h * 3600"))}, encode(sha256(('root' || h)::bytea), 'hex'),
+        (h::bigint * ${n} + ${HOURS} - 1) / ${HOURS} - ((h - 1)::bigint * ${n} + ${HOURS} - 1) / ${HOURS},
+        (SELECT string_agg(sha256(('token' || h || '-' || i)::bytea), ''::bytea ORDER BY i) FROM generate_series(1, ${TSA_TOKEN_BYTES / 32}) i),
+        'demo', ${pgTime(at("h * 3600 + 1"))}, ${pgTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24
+      FROM generate_series(1, ${HOURS}) h`,
+    `SELECT setval(pg_get_serial_sequence('batches', 'id'), ${HOURS})`,
+    `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version, level, batch_id, leaf_index, t1_at, t2_at, t2_block)
+      SELECT 'att_' || translate(encode(substr(sha256(('id' || g)::bytea), 1, 18), 'base64'), '+/', '-_'),
+        encode(sha256(('bench' || g)::bytea), 'hex'), ${pgTime(at(`(g - 1) * ${step}`))},
+        translate(encode(sha256(('r' || g)::bytea) || sha256(('s' || g)::bytea) || substr(sha256(('t' || g)::bytea), 1, 8), 'base64'), E'\\n', ''),
+        '${kid}', '2.0.0', CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 'T2' ELSE 'T1' END, h,
+        g - 1 - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS}, ${pgTime(at("h * 3600 + 1"))},
+        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN ${pgTime(at("((h - 1) / 24 + 1) * 86400 + 7200"))} END,
+        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 800000 + (h - 1) / 24 + 1 END
+      FROM (SELECT g, (g - 1) * ${HOURS} / ${n} + 1 AS h FROM generate_series(1::bigint, ${n}::bigint) g) x`,
+    `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+      SELECT seq, '${keyId}', NULL, NULL, NULL, FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM attestations ORDER BY seq`,
+    `INSERT INTO outbox (event_type, attestation_seq, created_at, dispatched_at)
+      SELECT e, seq, at, at FROM (
+        SELECT 't1_complete' AS e, seq, t1_at AS at, 1 AS o FROM attestations
+        UNION ALL SELECT 't2_complete', seq, t2_at, 2 FROM attestations WHERE level = 'T2') o ORDER BY at, o, seq`,
+    "COMMIT"
+  ]
+}
+
+const sqliteGeneration = (n, start, step, kid, keyId) => {
+  const series = (name, count) => `WITH RECURSIVE ${name}(${name}) AS (SELECT 1 UNION ALL SELECT ${name} + 1 FROM ${name} WHERE ${name} < ${count})`
+  const at = (seconds) => `(${start} + (${seconds}))`
+  return [
+    "BEGIN",
+    `${series("d", DAYS)}
+      INSERT INTO daily_roots (id, window_end, root, leaves, batch_count, created_at, status, bitcoin_height, bitcoin_merkle_root, confirmed_at)
+      SELECT d, ${sqliteTime(at("d * 86400"))}, lower(hex(randomblob(32))), randomblob(24 * 32), 24, ${sqliteTime(at("d * 86400 + 60"))},
+        CASE WHEN d < ${DAYS} THEN 'confirmed' ELSE 'pending' END, CASE WHEN d < ${DAYS} THEN 800000 + d END,
+        CASE WHEN d < ${DAYS} THEN lower(hex(randomblob(32))) END, CASE WHEN d < ${DAYS} THEN ${sqliteTime(at("d * 86400 + 7200"))} END
+      FROM d`,
+    `${series("h", HOURS)}
+      INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index)
+      SELECT h, ${sqliteTime(at("h * 3600"))}, lower(hex(randomblob(32))),
+        (h * ${n} + ${HOURS} - 1) / ${HOURS} - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS},
+        randomblob(${TSA_TOKEN_BYTES}), 'demo', ${sqliteTime(at("h * 3600 + 1"))}, ${sqliteTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24
+      FROM h`,
+    `${series("g", n)}
+      INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version, level, batch_id, leaf_index, t1_at, t2_at, t2_block)
+      SELECT 'att_' || lower(hex(randomblob(12))), lower(hex(randomblob(32))), ${sqliteTime(at(`(g - 1) * ${step}`))},
+        substr(hex(randomblob(48)), 1, 96), '${kid}', '2.0.0', CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 'T2' ELSE 'T1' END, h,
+        g - 1 - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS}, ${sqliteTime(at("h * 3600 + 1"))},
+        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN ${sqliteTime(at("((h - 1) / 24 + 1) * 86400 + 7200"))} END,
+        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 800000 + (h - 1) / 24 + 1 END
+      FROM (SELECT g, (g - 1) * ${HOURS} / ${n} + 1 AS h FROM g)`,
+    `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+      SELECT seq, '${keyId}', NULL, NULL, NULL, 0, lower(hex(randomblob(12))), registered_at, registered_at FROM attestations ORDER BY seq`,
+    `INSERT INTO outbox (event_type, attestation_seq, created_at, dispatched_at)
+      SELECT e, seq, at, at FROM (
+        SELECT 't1_complete' AS e, seq, t1_at AS at, 1 AS o FROM attestations
+        UNION ALL SELECT 't2_complete', seq, t2_at, 2 FROM attestations WHERE level = 'T2') ORDER BY at, o, seq`,
+    "COMMIT"
+  ]
+}
+
+/** Statistics and the visibility map, as autovacuum would have them (the shared bench cluster runs without it). */
+const settle = (registry) =>
+  withRegistryDb(registry, async (query) => {
+    if (registry.store === "pg") await query("VACUUM ANALYZE")
+    else {
+      await query("ANALYZE")
+      // a registry that has run a while has its pages in the database file, not in a WAL of gigabytes
+      await query("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+  })
+
+const REGISTRY_TABLES = ["attestations", "claims", "outbox", "batches", "daily_roots", "merkle_chunks"]
+
+/** Bytes per stored attestation, table and indexes: the attestations alone, with claims and outbox, and everything. */
+const bytesOnDisk = (registry) =>
+  withRegistryDb(registry, async (query) => {
+    const byTable = {}
+    const indexes = {}
+    if (registry.store === "pg") {
+      for (const table of REGISTRY_TABLES) {
+        const [r] = await query("SELECT pg_total_relation_size($1::regclass)::bigint AS total, pg_relation_size($1::regclass)::bigint AS heap", [table])
+        byTable[table] = Number(r.total)
+      }
+      for (const r of await query("SELECT indexrelname AS name, pg_relation_size(indexrelid)::bigint AS bytes FROM pg_stat_user_indexes WHERE relname = 'attestations'")) {
+        indexes[r.name] = Number(r.bytes)
+      }
+    } else {
+      const rows = await query("SELECT m.tbl_name AS tbl, s.name AS name, sum(s.pgsize) AS bytes FROM dbstat s JOIN sqlite_master m ON m.name = s.name GROUP BY s.name")
+      for (const r of rows) {
+        if (REGISTRY_TABLES.includes(r.tbl)) byTable[r.tbl] = (byTable[r.tbl] ?? 0) + r.bytes
+        if (r.tbl === "attestations" && r.name !== "attestations") indexes[r.name] = r.bytes
+      }
+    }
+    const per = (n) => n / registry.rows
+    const sum = (tables) => tables.reduce((a, t) => a + (byTable[t] ?? 0), 0)
+    return {
+      byTable,
+      attestationIndexes: indexes,
+      perAttestation: {
+        attestations: per(sum(["attestations"])),
+        withClaimsAndOutbox: per(sum(["attestations", "claims", "outbox"])),
+        all: per(sum(REGISTRY_TABLES))
+      }
+    }
+  })
+
+/** The plans (and one timed run) of the registry's hot queries on the generated data. */
+const explainHot = (registry) =>
+  withRegistryDb(registry, async (query) => {
+    const [sample] = await query(`SELECT hash_hex, registered_at FROM attestations WHERE seq = ${Math.ceil(registry.rows / 2)}`)
+    const pg = registry.store === "pg"
+    const p = (i) => (pg ? `$${i}` : "?")
+    const hot = {
+      "lookup by hash": [`SELECT seq, id, hash_hex, registered_at, level FROM attestations WHERE hash_hex = ${p(1)}`, [sample.hash_hex]],
+      "pending for seal": [`SELECT seq, hash_hex FROM attestations WHERE level = 'T0' AND registered_at < ${p(1)} ORDER BY seq`, [new Date().toISOString()]],
+      "attestations of a batch": [`SELECT seq FROM attestations WHERE batch_id = ${p(1)}`, [HOURS / 2]],
+      "listing (newest 50 of a key)": [
+        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        [registry.keyId]
+      ],
+      "listing (newest 50 of a key holding nothing)": [
+        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        ["key_holds_nothing"]
+      ],
+      "listing (a past month of a key)": [
+        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL AND a.registered_at >= ${p(2)} AND a.registered_at < ${p(3)}
+          ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        [registry.keyId, sample.registered_at, new Date(Date.parse(sample.registered_at) + 30 * 86_400_000).toISOString()]
+      ]
+    }
+    const out = {}
+    for (const [name, [text, params]] of Object.entries(hot)) {
+      const plan = pg
+        ? (await query(`EXPLAIN (ANALYZE, BUFFERS) ${text}`, params)).map((r) => r["QUERY PLAN"])
+        : (await query(`EXPLAIN QUERY PLAN ${text}`, params)).map((r) => r.detail)
+      const started = performance.now()
+      await query(text, params)
+      out[name] = { ms: performance.now() - started, plan }
+    }
+    return out
+  })
+
+/** attest-new and verify against a server on the registry; verify asks digests it holds (random ones of a full registry). */
+const measureRates = async (registry, config) => {
+  const port = await freePort()
+  const env = { ...registry.env, PORT: String(port) }
+  const logFile = join(registry.dir, "server.log")
+  const proc = startNode([BIN, "serve"], env, logFile)
+  try {
+    const server = { pid: proc.pid, url: `http://127.0.0.1:${port}` }
+    await waitReady(proc, `${server.url}/v1/healthz`, logFile)
+    let existing
+    if (registry.rows > 0) {
+      const seqs = Array.from({ length: VERIFY_SAMPLE }, () => 1 + Math.floor(Math.random() * registry.rows))
+      existing = await withRegistryDb(registry, async (query) =>
+        (registry.store === "pg"
+          ? await query("SELECT hash_hex FROM attestations WHERE seq = ANY($1::bigint[])", [seqs])
+          : await query("SELECT hash_hex FROM attestations WHERE seq IN (SELECT value FROM json_each(?))", [JSON.stringify(seqs)])).map((r) => r.hash_hex))
+    } else {
+      existing = Array.from({ length: EXISTING }, randomHashHex)
+      for (const hash of existing) {
+        const res = await fetch(`${server.url}/v1/attest`, { method: "POST", headers: { ...JSON_HEADERS, authorization: `Bearer ${registry.key}` }, body: JSON.stringify({ hash_hex: hash }) })
+        if (!res.ok) throw new Error(`attesting a seed hash: HTTP ${res.status}`)
+        await res.arrayBuffer()
+      }
+    }
+    const out = {}
+    for (const scenario of ["attest-new", "verify"]) {
+      if (registry.store === "pg") await pgQuery(registry.databaseUrl, "ANALYZE attestations, claims")
+      out[scenario] = await load(server, SCENARIOS[scenario].request({ key: registry.key, existing }), config)
+    }
+    return out
+  } finally {
+    await proc.stop()
+  }
+}
+
+/**
+ * `count` attestations at T0, registered in the half hour before now (with the key's claims),
+ * sealed by the real worker (`attestd worker`, the demo TSA) at its next window boundary: the
+ * time from that boundary until the batch is committed, polled every 100 ms.
+ */
+const sealPending = async (registry, count) => {
+  const now = Math.floor(Date.now() / 1000)
+  const start = now - 1800
+  const step = 1740 / count
+  await withRegistryDb(registry, async (query) => {
+    const pg = registry.store === "pg"
+    const [{ max }] = await query("SELECT max(seq) AS max FROM attestations")
+    const statements = pg
+      ? [
+        "BEGIN",
+        `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+          SELECT 'att_' || translate(encode(substr(sha256(('pid' || g)::bytea), 1, 18), 'base64'), '+/', '-_'), encode(sha256(('pending' || g)::bytea), 'hex'),
+            ${pgTime(`to_timestamp(${start}) + (g - 1) * ${step} * interval '1 second'`)},
+            translate(encode(sha256(('r' || g)::bytea) || sha256(('s' || g)::bytea) || substr(sha256(('t' || g)::bytea), 1, 8), 'base64'), E'\\n', ''),
+            (SELECT signing_key_id FROM attestations LIMIT 1), '2.0.0'
+          FROM generate_series(1, ${count}) g`,
+        `INSERT INTO claims (attestation_seq, api_key_id, client_encrypted, etag, created_at, updated_at)
+          SELECT seq, '${registry.keyId}', FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM attestations WHERE seq > ${max} ORDER BY seq`,
+        "COMMIT",
+        "VACUUM ANALYZE attestations, claims"
+      ]
+      : [
+        "BEGIN",
+        `WITH RECURSIVE g(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM g WHERE g < ${count})
+          INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+          SELECT 'att_' || lower(hex(randomblob(12))), lower(hex(randomblob(32))), ${sqliteTime(`(${start} + (g - 1) * ${step})`)},
+            substr(hex(randomblob(48)), 1, 96), (SELECT signing_key_id FROM attestations LIMIT 1), '2.0.0' FROM g`,
+        `INSERT INTO claims (attestation_seq, api_key_id, client_encrypted, etag, created_at, updated_at)
+          SELECT seq, '${registry.keyId}', 0, lower(hex(randomblob(12))), registered_at, registered_at FROM attestations WHERE seq > ${max} ORDER BY seq`,
+        "COMMIT",
+        "PRAGMA wal_checkpoint(TRUNCATE)"
+      ]
+    for (const text of statements) await query(text)
+  })
+  const chunksBefore = await withRegistryDb(registry, (query) => query("SELECT count(*) AS n FROM merkle_chunks"))
+  if (Number(chunksBefore[0].n) !== 0) throw new Error("merkle_chunks is not empty before the seal")
+  const logFile = join(registry.dir, "worker.log")
+  const interval = 5
+  const proc = startNode([BIN, "worker"], { ...registry.env, ATTESTD_SEAL_INTERVAL: `${interval}s` }, logFile)
+  try {
+    const deadline = Date.now() + 15 * 60_000
+    while (Date.now() < deadline) {
+      const [batch] = await withRegistryDb(registry, (query) =>
+        query(`SELECT id, window_end, leaf_count FROM batches WHERE leaf_count >= ${count} ORDER BY id DESC LIMIT 1`))
+      if (batch !== undefined) {
+        const seconds = (Date.now() - Date.parse(batch.window_end)) / 1000
+        const chunks = await merkleBytesPerLeaf(registry, Number(batch.id), Number(batch.leaf_count))
+        return { leaves: Number(batch.leaf_count), seconds, merkleChunkBytesPerLeaf: chunks, log: sealLog(logFile) }
+      }
+      await sleep(100)
+    }
+    throw new Error(`no batch of ${count} leaves after 15 minutes; log:\n${readFileSync(logFile, "utf8").slice(-3000)}`)
+  } finally {
+    await proc.stop()
+  }
+}
+
+/** Bytes the sealed batch's Merkle nodes (merkle_chunks, with its index) take per leaf. */
+const merkleBytesPerLeaf = (registry, batchId, leaves) =>
+  withRegistryDb(registry, async (query) => {
+    if (registry.store === "pg") {
+      await query("VACUUM merkle_chunks")
+      const [r] = await query("SELECT pg_total_relation_size('merkle_chunks')::bigint AS bytes")
+      return Number(r.bytes) / leaves
+    }
+    const [r] = await query("SELECT sum(s.pgsize) AS bytes FROM dbstat s JOIN sqlite_master m ON m.name = s.name WHERE m.tbl_name = 'merkle_chunks'")
+    return r.bytes / leaves
+  })
+
+/** The sealer's own lines about the big window (read, tree built, sealed), for where the time went. */
+const sealLog = (logFile) =>
+  readFileSync(logFile, "utf8").split("\n").filter((l) => /sealing window|sealed batch/.test(l)).slice(-3)
+
+const printScale = (results, config) => {
+  const n = (x, digits = 0) => Number(x).toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+  console.log(`\nregistry at scale: ${n(config.rows)} attestations; medians of ${config.rounds} round(s), ${config.duration} s each\n`)
+  console.log("| store | scenario | empty req/s | at N req/s | ratio | goal | µs CPU/req empty → at N | CPU ratio |")
+  console.log("|---|---|---|---|---|---|---|---|")
+  for (const r of results) {
+    for (const [scenario, v] of Object.entries(r.rates)) {
+      console.log(
+        `| ${r.store} | ${scenario} | ${n(v.empty)} | ${n(v.full)} | ${v.ratio.toFixed(2)}× | ≥ 0.8× ${v.ratio >= 0.8 ? "met" : "MISSED"} | ${n(v.cpuUsEmpty)} → ${n(v.cpuUsFull)} | ${v.cpuRatio.toFixed(2)}× |`
+      )
+    }
+  }
+  console.log("\n| store | generated in | seal of pending | bytes/attestation: attestations | + claims, outbox | all (+ batches, roots, Merkle nodes) |")
+  console.log("|---|---|---|---|---|---|")
+  for (const r of results) {
+    const all = r.bytes.perAttestation.all + r.seal.merkleChunkBytesPerLeaf
+    console.log(
+      `| ${r.store} | ${n(r.generateSeconds)} s | ${n(r.seal.leaves)} in ${n(r.seal.seconds, 1)} s (goal < 20 s ${r.seal.seconds < 20 ? "met" : "MISSED"}) | ${n(r.bytes.perAttestation.attestations)} | ${n(r.bytes.perAttestation.withClaimsAndOutbox)} | ${n(all)} |`
+    )
+  }
+  for (const r of results) {
+    console.log(`\n${r.store}: hot queries at ${n(r.rows)} rows`)
+    for (const [name, { ms, plan }] of Object.entries(r.plans)) console.log(`  ${name} (${n(ms, 2)} ms): ${plan.join(" / ").replace(/\s+/g, " ").slice(0, 400)}`)
+  }
+}
+
 // Last, so that every constant above is initialised before main() reads it.
 if (process.argv[2] === "bare-server") {
-  bareServer(Number(process.argv[3]))
+  await bareServer(Number(process.argv[3]))
 } else {
   await main()
 }

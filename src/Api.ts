@@ -11,6 +11,7 @@ import { ShareTokensApi } from "./ShareTokens/Api.js"
 import { WebhooksApi } from "./Webhooks/Api.js"
 import { CensusApi, DerivedListsPublicApi } from "./Census/Api.js"
 import { BrandApi } from "./Brand/Api.js"
+import { TimestampingApi } from "./Timestamping/Api.js"
 import { SERVICE_VERSION } from "./Domain/Version.js"
 import { InternalErrorEnvelope, PayloadTooLargeEnvelope, ServiceUnavailableEnvelope } from "./Http/Envelope.js"
 import { openApiFixups } from "./Server/OpenApiFixups.js"
@@ -30,6 +31,7 @@ export class Api extends HttpApi.make("attestd")
   .add(CensusApi)
   .add(DerivedListsPublicApi)
   .add(BrandApi)
+  .add(TimestampingApi)
   .add(InfoApi)
   .addError(PayloadTooLargeEnvelope)
   .addError(InternalErrorEnvelope)

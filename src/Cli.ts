@@ -27,6 +27,7 @@ const SETTINGS = {
   port: ["PORT", "listen port (default 8080; 0: any free port)"],
   host: ["HOST", "listen address (default 127.0.0.1)"],
   "database-url": ["DATABASE_URL", "sqlite:PATH (default sqlite:DATA_DIR/attestd.db) or postgres://…"],
+  "pg-read-url": ["ATTESTD_PG_READ_URL", "a Postgres replica for the public reads; a miss there is read again on the primary (default: none)"],
   mode: ["ATTESTD_MODE", "demo (embedded TSA and simulated calendar) or production (default demo)"],
   env: ["ATTESTD_ENV", "the server's environment, test or production; a key restricted to the other gets 403"],
   "tsa-url": ["ATTESTD_TSA_URL", "RFC 3161 TSA URLs, comma-separated, tried in order"],
@@ -51,12 +52,20 @@ const SETTINGS = {
   "scan-max-hashes": ["ATTESTD_SCAN_MAX_HASHES", "largest scan (default 50000)"],
   "metrics-port": ["ATTESTD_METRICS_PORT", "serve Prometheus metrics on this port (default: none)"],
   "cors-origins": ["ATTESTD_CORS_ORIGINS", "origins whose browser pages may call keyed routes, comma-separated (default: none)"],
+  "ntp-servers": ["ATTESTD_NTP_SERVERS", "SNTP servers (host[:port], comma-separated) that discipline the time-stamping clock (default: none, unmonitored)"],
+  "ntp-interval": ["ATTESTD_NTP_INTERVAL", "how often the NTP servers are asked (default 64s)"],
+  "clock-tolerance": ["ATTESTD_CLOCK_TOLERANCE", "largest clock error time-stamp tokens are issued with, their accuracy (default 1s)"],
   "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
   "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],
   "keep-alive-timeout": ["ATTESTD_KEEP_ALIVE_TIMEOUT", "idle keep-alive connection timeout (default 5s)"],
   "max-connections": ["ATTESTD_MAX_CONNECTIONS", "open connections at most; 0 = no limit (default 4096)"],
-  "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"]
+  "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"],
+  timestamping: ["ATTESTD_TIMESTAMPING", "the RFC 3161 time-stamping authority, on or off (default on in demo, off in production)"],
+  "tsa-access": ["ATTESTD_TSA_ACCESS", "who may ask for time-stamp tokens: public or key (scope timestamp) (default public)"],
+  "tsa-policy": ["ATTESTD_TSA_POLICY", "policy OID of tokens whose request names none (default 2.999.1 in demo)"],
+  "tsa-policies": ["ATTESTD_TSA_POLICIES", "further policy OIDs a request may name, comma-separated"],
+  "tsa-cert-chain": ["ATTESTD_TSA_CERT_CHAIN", "PEM chain of the TSA certificate, TSA certificate first (default: a demo CA)"]
 } as const satisfies Record<string, readonly [string, string]>
 
 const settingOptions = Options.all(
@@ -225,9 +234,11 @@ const withKeyCustody = <A, E, R>(effect: Effect.Effect<A, E, R>, pkcs11: boolean
       : identity
   )
 
-const rotate = Command.make("rotate", {}, () =>
+const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (each instance takes it up at its next start, with its certificate)"))
+
+const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
   Effect.gen(function*() {
-    const rotated = yield* withKeyCustody(rotateKey("t0"), false).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
+    const rotated = yield* withKeyCustody(rotateKey(tsa ? "tsa" : "t0"), false).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
     yield* Console.log(JSON.stringify(rotated))
   })).pipe(Command.withDescription(
     "add a new active signing key (in the token with ATTESTD_SIGNER=pkcs11); the previous key retires 10 s later; prints {kid, activated_at}"
@@ -235,10 +246,13 @@ const rotate = Command.make("rotate", {}, () =>
 
 const create = Command.make(
   "create",
-  { pkcs11: Options.boolean("pkcs11").pipe(Options.withDescription("generate the key in the PKCS#11 token (ATTESTD_PKCS11_MODULE, _TOKEN, _PIN_FILE), as ATTESTD_SIGNER=pkcs11 does")) },
-  ({ pkcs11 }) =>
+  {
+    pkcs11: Options.boolean("pkcs11").pipe(Options.withDescription("generate the key in the PKCS#11 token (ATTESTD_PKCS11_MODULE, _TOKEN, _PIN_FILE), as ATTESTD_SIGNER=pkcs11 does")),
+    tsa: tsaOption
+  },
+  ({ pkcs11, tsa }) =>
     Effect.gen(function*() {
-      const created = yield* withKeyCustody(createKey("t0"), pkcs11).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
+      const created = yield* withKeyCustody(createKey(tsa ? "tsa" : "t0"), pkcs11).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
       if ("existing" in created) return yield* fail(`a signing key is already active (${created.existing}); attestd signing-keys rotate replaces it`)
       yield* Console.log(JSON.stringify(created))
     })
@@ -398,7 +412,7 @@ const tidyConsole = (c: Console.Console): Console.Console => ({
   error: (...args) => c.error(...args.map((a) => (typeof a === "string" ? tidyText(a, colourOn(process.stderr)) : a)))
 })
 
-const BUILT_IN = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
+const BUILT_IN: ReadonlyArray<string> = ["--help", "-h", "--version", "--wizard", "--completions", "--log-level"]
 
 interface CommandShape {
   /** Every option name of the command. */

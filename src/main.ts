@@ -6,6 +6,8 @@ import { Api } from "./Api.js"
 import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
+import { PublicReads } from "./Attestations/PublicReads.js"
+import { ReadSql } from "./Platform/ReadSql.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
 import { AttestationListLive } from "./Attestations/List.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
@@ -13,12 +15,13 @@ import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
 import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
+import { PublicLimit } from "./Auth/PublicLimit.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
-import { apiRoutes, matchRoute } from "./Server/Routes.js"
+import { apiRoutes, isKeyed, matchRoute } from "./Server/Routes.js"
 import { corsHeaders, type CorsPolicy, PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
@@ -60,6 +63,11 @@ import { AnchoredEvidenceLive } from "./Anchoring/Evidence.js"
 import { readFileSync } from "node:fs"
 import { parseTrustAnchors } from "./Platform/Tsa/Rfc3161.js"
 import { Option } from "effect"
+import { ClockDiscipline } from "./Timestamping/Clock.js"
+import { ClockMonitorLive } from "./Timestamping/ClockMonitor.js"
+import { TimestampingLive } from "./Timestamping/Http.js"
+import { TimestampAuthority } from "./Timestamping/Authority.js"
+import { TimestampRepo } from "./Timestamping/Repo.js"
 
 export interface ServeOptions {
   readonly migrate?: boolean
@@ -104,6 +112,20 @@ export const CalendarLive = (
   return Layer.map(calendars, (ctx) => Context.add(ctx, OtsCalendar, meteredCalendar(Context.get(ctx, OtsCalendar))))
 }
 
+/** What the public reads read through (Attestations/PublicReads.ts), over whichever database provides SqlClient. */
+const PublicReadSide = Layer.mergeAll(AttestationRepo.Default, Evidence.Default, SigningKeys.Default).pipe(
+  Layer.provide(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive))
+)
+
+/**
+ * The clock the RFC 3161 authority stamps tokens with: disciplined by SNTP when
+ * ATTESTD_NTP_SERVERS names servers, else unmonitored (taken as trusted).
+ */
+export const ClockLive = ({ timestamping: t }: AppConfigShape) =>
+  t.ntpServers.length === 0
+    ? ClockDiscipline.unmonitored(t.clockToleranceMs)
+    : ClockMonitorLive({ servers: t.ntpServers, interval: t.ntpInterval, toleranceMs: t.clockToleranceMs }).pipe(Layer.provide(HealthChecks.Default))
+
 /**
  * Domain services over the database, signer, TSA, calendars and clock. Each
  * `Default` layer brings the services it depends on; a layer named in several
@@ -111,7 +133,7 @@ export const CalendarLive = (
  * The repositories and keys listed here are the ones the handlers use directly.
  */
 export const ServicesLive = (config: AppConfigShape) =>
-  Layer.mergeAll(
+  PublicReads.layer(PublicReadSide).pipe(Layer.provideMerge(Layer.mergeAll(
     Attestor.Default,
     Evidence.Default,
     Authenticator.Default,
@@ -132,17 +154,28 @@ export const ServicesLive = (config: AppConfigShape) =>
     AnchorProofs.Default,
     SigningKeys.Default,
     Signer.Default,
-    HealthChecks.Default
-  ).pipe(
+    HealthChecks.Default,
+    TimestampRepo.Default,
+    TimestampingLayer(config)
+  ))).pipe(
     // the tiers of an evidence bundle, from the features that reach them
     Layer.provideMerge(Layer.merge(SealedEvidenceLive, AnchoredEvidenceLive)),
     Layer.provideMerge(Layer.mergeAll(
+      ReadSql.layer(config),
       TsaLive(config),
       CalendarLive(config),
-      dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,
-      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg")
+      // one public limit (its memory of full windows) over the one limiter
+      PublicLimit.Default.pipe(Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)),
+      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"),
+      ClockLive(config)
     ))
   )
+
+/** The RFC 3161 time-stamping authority: off (404), or on under the clock discipline. */
+const TimestampingLayer = (config: AppConfigShape) =>
+  config.timestamping.enabled
+    ? TimestampAuthority.layer.pipe(Layer.provide(Layer.mergeAll(Attestor.Default, Signer.Default, TimestampRepo.Default, HealthChecks.Default)))
+    : TimestampAuthority.disabled
 
 /** The HTTP API (without a listening server). */
 export const HttpApiLive = Layer.mergeAll(
@@ -154,7 +187,7 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive]),
+      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive, TimestampingLive]),
       Layer.provide(AuthenticationLive)
     )
   )
@@ -187,7 +220,13 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 /** Cross-origin access: public routes for any origin, keyed ones for ATTESTD_CORS_ORIGINS (Http/Cors.ts). */
 const corsPolicy = (config: AppConfigShape): CorsPolicy => {
   const routes = apiRoutes()
-  return { origins: config.corsOrigins, keyedRoute: (method, path) => matchRoute(routes, method, path)?.route.keyed === true }
+  return {
+    origins: config.corsOrigins,
+    keyedRoute: (method, path) => {
+      const match = matchRoute(routes, method, path)
+      return match !== undefined && isKeyed(match.route, config)
+    }
+  }
 }
 
 /** The HTTP server on the configured address, over AppLive. */

@@ -4,7 +4,9 @@
  * transaction, opened only when the group has something to write (a re-attest of
  * what the keys hold is answered from two reads); a unique hash constraint plus
  * insert-or-get makes re-attesting idempotent even when many requests for one new
- * hash race, here or on another instance.
+ * hash race, here or on another instance. A registration without a key (a token
+ * granted by the public time-stamping authority) goes through the same groups and
+ * makes no claim.
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { SqlClient, type SqlError } from "@effect/sql"
@@ -35,6 +37,21 @@ export interface Attested {
   readonly claim: Claim
 }
 
+/** An attestation registered without a key: nobody holds a claim on it through this request. */
+export interface Registered {
+  readonly attestation: Attestation
+  readonly created: boolean
+}
+
+/** What a group commits: an attest by a key, or a registration by nobody (key null, no claim). */
+interface Submission extends Omit<AttestInput, "key"> {
+  readonly key: ApiKey | null
+}
+
+interface Committed extends Registered {
+  readonly claim: Claim | undefined
+}
+
 export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor", {
   scoped: Effect.gen(function*() {
     const repo = yield* AttestationRepo
@@ -43,7 +60,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
     /** One group: read what exists, and write only what does not, in one transaction. */
-    const group = (inputs: ReadonlyArray<AttestInput>) =>
+    const group = (inputs: ReadonlyArray<Submission>) =>
       Effect.gen(function*() {
         // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
         const allHashes = [...new Set(inputs.flatMap((i) => i.hashes))].sort()
@@ -58,6 +75,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         const unreadClaims = () => {
           const out = new Map<string, Set<number>>()
           for (const input of inputs) {
+            if (input.key === null) continue
             for (const hash of input.hashes) {
               const seq = byHash.get(hash)?.seq
               if (seq === undefined || claimOf(input.key.id).has(seq)) continue
@@ -104,11 +122,11 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
 
         const announced = new Set<string>()
         return inputs.map((input) =>
-          input.hashes.map((hash): Attested => {
+          input.hashes.map((hash): Committed => {
             const attestation = byHash.get(hash)!
             const created = ours.has(attestation.id) && !announced.has(attestation.id)
             if (created) announced.add(attestation.id)
-            return { attestation, created, claim: claimOf(input.key.id).get(attestation.seq)! }
+            return { attestation, created, claim: input.key === null ? undefined : claimOf(input.key.id).get(attestation.seq) }
           })
         )
       })
@@ -130,7 +148,7 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
 
     /** Each key's claim to make, once, on each digest whose claim it does not hold, in (seq, key) order. */
     const claimsToMake = (
-      inputs: ReadonlyArray<AttestInput>,
+      inputs: ReadonlyArray<Submission>,
       byHash: ReadonlyMap<string, Attestation>,
       claimOf: (keyId: string) => ReadonlyMap<number, Claim>
     ) =>
@@ -139,14 +157,16 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         const out: Array<NewClaimRow> = []
         const seen = new Set<string>()
         for (const input of inputs) {
+          const key = input.key
+          if (key === null) continue
           for (const hash of input.hashes) {
             const seq = byHash.get(hash)!.seq
-            const k = `${input.key.id}\u0000${seq}`
-            if (claimOf(input.key.id).has(seq) || seen.has(k)) continue
+            const k = `${key.id}\u0000${seq}`
+            if (claimOf(key.id).has(seq) || seen.has(k)) continue
             seen.add(k)
             out.push(claimRowOn({
-              api_key_id: input.key.id,
-              org_id: input.key.orgId,
+              api_key_id: key.id,
+              org_id: key.orgId,
               source: input.source,
               extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
               client_encrypted: input.clientEncrypted,
@@ -159,17 +179,25 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
         return out.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
       })
 
-    const submit = yield* makeBatcher<AttestInput, ReadonlyArray<Attested>, SqlError.SqlError | ServiceUnavailable>({
+    const submit = yield* makeBatcher<Submission, ReadonlyArray<Committed>, SqlError.SqlError | ServiceUnavailable>({
       // A group rolled back by a conflict runs again from its reads, with nothing of the failed attempt.
       process: (inputs) => retryingConflicts(group(inputs)),
       maxBatch: 64,
       workers: isPg ? 2 : 1
     })
 
+    const committed = (submission: Submission) => Effect.catchTag(submit(submission), "SqlError", Effect.die)
+
     return {
       /** The attestations of `input.hashes`, in order, with the caller's claim on each. */
       attest: (input: AttestInput): Effect.Effect<ReadonlyArray<Attested>, ServiceUnavailable> =>
-        Effect.catchTag(submit(input), "SqlError", Effect.die)
+        Effect.map(committed(input), (results) => results.map((r) => ({ ...r, claim: r.claim! }))),
+      /** The attestations of `hashes`, in order, registered without a key: no claim is made. */
+      register: (hashes: ReadonlyArray<string>): Effect.Effect<ReadonlyArray<Registered>, ServiceUnavailable> =>
+        Effect.map(
+          committed({ key: null, hashes, source: null, extraData: null, clientEncrypted: false }),
+          (results) => results.map(({ attestation, created }) => ({ attestation, created }))
+        )
     }
   }),
   dependencies: [AttestationRepo.Default, Signer.Default]

@@ -5,22 +5,21 @@ import { Authenticator, bearerCredential } from "../Auth/Authenticator.js"
 import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
-import { RateLimiter } from "../Auth/RateLimiter.js"
+import { PublicLimit } from "../Auth/PublicLimit.js"
 import { currentRequestMeta } from "../Auth/RequestMeta.js"
-import { AppConfig } from "../Platform/Config.js"
 import { AuthError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
-import { type Attestation, type AttestationStatus, legacyOf } from "./Domain.js"
+import { type Attestation, type AttestationStatus, type Claim, legacyOf } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
 import { AttestationItem, type VerifyResponse } from "./Api.js"
 import { Evidence } from "./Evidence.js"
 import type { HashHex } from "../Domain/HashHex.js"
 import { checkExtraData } from "./ExtraData.js"
-import { findAttestation } from "./Find.js"
+import { findPublicAttestation } from "./Find.js"
+import { PublicReads } from "./PublicReads.js"
 
 const itemOf = (a: Attested) => ({
   id: a.attestation.id,
@@ -122,37 +121,51 @@ export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handl
 
 export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handlers) =>
   Effect.gen(function*() {
-    const repo = yield* AttestationRepo
     const auth = yield* Authenticator
-    const config = yield* AppConfig
-    const limiter = yield* RateLimiter
+    const publicLimit = yield* PublicLimit
 
+    const reads = yield* PublicReads
+
+    /**
+     * The attestations of `hashes` and the live claims `keyId` holds on them, by hash: one
+     * read, on one database (the replica first; what it misses, on the primary).
+     */
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
-      Effect.gen(function*() {
-        const found = yield* Effect.orDie(repo.findByHashes(hashes))
-        const byHash = new Map(found.map((a) => [a.hashHex, a]))
-        const claims = keyId === undefined
-          ? new Map()
-          : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
-        return { byHash, claims }
-      })
+      reads.lookup(hashes, (part) =>
+        Effect.gen(function*() {
+          const repo = yield* AttestationRepo
+          const found = yield* Effect.orDie(repo.findByHashes(part))
+          const claims = keyId === undefined
+            ? new Map<number, Claim>()
+            : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
+          return new Map(found.map((a) => [a.hashHex as string, { a, claim: claims.get(a.seq) }]))
+        }))
+
+    /** One digest's status and the source of `keyId`'s live claim on it (the verify path), read as `lookup` reads. */
+    const status = (hash: HashHex, keyId: string | undefined) =>
+      reads.find(hash, (hash) =>
+        Effect.gen(function*() {
+          const repo = yield* AttestationRepo
+          const a = yield* Effect.orDie(repo.findByHash(hash))
+          if (a === undefined) return undefined
+          return { a, claim: keyId === undefined ? undefined : yield* Effect.orDie(repo.liveClaimSource(keyId, a.seq)) }
+        }))
 
     return handlers
       .handle("verify", ({ payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* auth.optionalKey(request.headers.authorization)
-          const a = yield* Effect.orDie(repo.findByHash(payload.hash_hex))
-          if (a === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
-          const claim = Option.isSome(key) ? yield* Effect.orDie(repo.liveClaimSource(key.value.id, a.seq)) : undefined
-          return verifyAnswer(payload.hash_hex, a, claim, yield* Clock.currentTimeMillis)
+          const found = yield* status(payload.hash_hex, Option.getOrUndefined(key)?.id)
+          if (found === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
+          return verifyAnswer(payload.hash_hex, found.a, found.claim, yield* Clock.currentTimeMillis)
         }))
       .handle("verifyBatch", ({ payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const detailed = payload.detailed === true
           // The public limit counts hashes here: the edge counted the request as one.
-          yield* chargePublic(config, limiter, yield* currentRequestMeta, payload.hashes.length - 1)
+          yield* publicLimit.charge(yield* currentRequestMeta, payload.hashes.length - 1)
           let key = yield* auth.optionalKey(request.headers.authorization)
           if (detailed) {
             const presented = bearerCredential(request.headers.authorization)
@@ -164,13 +177,13 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
             key = Option.some(principal.key)
           }
           const hashes = [...new Set(payload.hashes)]
-          const { byHash, claims } = yield* lookup(hashes, Option.getOrUndefined(key)?.id)
+          const byHash = yield* lookup(hashes, Option.getOrUndefined(key)?.id)
           const verifiedAt = formatMillis(yield* Clock.currentTimeMillis)
           const showMetadata = Option.match(key, { onNone: () => false, onSome: (k) => hasScope(k, "metadata:read") })
           const results = payload.hashes.map((hash) => {
-            const a = byHash.get(hash)
-            if (!a) return { exists: false, hash_hex: hash }
-            const claim = claims.get(a.seq)
+            const found = byHash.get(hash)
+            if (!found) return { exists: false, hash_hex: hash }
+            const { a, claim } = found
             return {
               exists: true,
               hash_hex: a.hashHex,
@@ -212,34 +225,41 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
 
 export const LookupLive = HttpApiBuilder.group(Api, "lookup", (handlers) =>
   Effect.gen(function*() {
-    const evidence = yield* Evidence
+    const withEvidence = <A>(f: (evidence: Evidence, a: Attestation) => Effect.Effect<A>) => (a: Attestation) =>
+      Effect.flatMap(Evidence, (evidence) => f(evidence, a))
     return handlers
       .handle("attestation", ({ path }) =>
-        Effect.map(findAttestation(path.id), (a) => ({
-          id: a.id,
-          hash_hex: a.hashHex,
-          timestamp: a.registeredAt,
-          signature: a.signature,
-          format_version: a.formatVersion,
-          signing_key_id: a.signingKeyId,
-          ...legacyOf(a)
-        })))
+        findPublicAttestation(path.id, (a) =>
+          Effect.succeed({
+            id: a.id,
+            hash_hex: a.hashHex,
+            timestamp: a.registeredAt,
+            signature: a.signature,
+            format_version: a.formatVersion,
+            signing_key_id: a.signingKeyId,
+            ...legacyOf(a)
+          })))
       .handle("status", ({ path }) =>
-        Effect.flatMap(findAttestation(path.id), (a) => Effect.map(evidence.otsAvailable(a), (ots) => ({
-          ...statusOf(a),
-          hash_hex: a.hashHex,
-          ots_available: ots
-        }))))
+        findPublicAttestation(
+          path.id,
+          withEvidence((evidence, a) =>
+            Effect.map(evidence.otsAvailable(a), (ots) => ({
+              ...statusOf(a),
+              hash_hex: a.hashHex,
+              ots_available: ots
+            })))
+        ))
       .handle("signature", ({ path }) =>
-        Effect.map(findAttestation(path.id), (a) => ({
-          id: a.id,
-          signature: a.signature,
-          algorithm: T0_ALGORITHM,
-          signing_key_id: a.signingKeyId,
-          format_version: a.formatVersion,
-          registered_at: a.registeredAt,
-          signed_payload: t0Payload(a.hashHex, a.registeredAt, a.formatVersion),
-          ...legacyOf(a)
-        })))
-      .handle("evidence", ({ path }) => Effect.flatMap(findAttestation(path.id), evidence.bundle))
+        findPublicAttestation(path.id, (a) =>
+          Effect.succeed({
+            id: a.id,
+            signature: a.signature,
+            algorithm: T0_ALGORITHM,
+            signing_key_id: a.signingKeyId,
+            format_version: a.formatVersion,
+            registered_at: a.registeredAt,
+            signed_payload: t0Payload(a.hashHex, a.registeredAt, a.formatVersion),
+            ...legacyOf(a)
+          })))
+      .handle("evidence", ({ path }) => findPublicAttestation(path.id, withEvidence((evidence, a) => evidence.bundle(a))))
   }))

@@ -71,18 +71,7 @@ const excerpt = (v: unknown): string => {
   return s.length > 40 ? `${s.slice(0, 37)}...` : s
 }
 
-const thumbprints = new Map<string, string>()
-const thumbprintOf = (x: string, y: string): string => {
-  const id = `${x}.${y}`
-  let kid = thumbprints.get(id)
-  if (kid === undefined) {
-    if (thumbprints.size >= 1000) thumbprints.clear()
-    thumbprints.set(id, kid = jwkThumbprint(x, y))
-  }
-  return kid
-}
-
-const parseJwk = (v: unknown): PublicJwk | string => {
+const parseJwk = (v: unknown, keys: ImportKeys): PublicJwk | string => {
   if (!isRecord(v)) return "public_key must be a JWK object"
   if ("d" in v) return "public_key holds a private key (d); give the public key only"
   if (v.kty !== "EC") return "public_key.kty must be \"EC\""
@@ -91,30 +80,54 @@ const parseJwk = (v: unknown): PublicJwk | string => {
   if (v.use !== undefined && v.use !== "sig") return "public_key.use must be \"sig\" when present"
   if (typeof v.x !== "string" || !COORD.test(v.x)) return "public_key.x must be 43 Base64URL characters"
   if (typeof v.y !== "string" || !COORD.test(v.y)) return "public_key.y must be 43 Base64URL characters"
-  const kid = thumbprintOf(v.x, v.y)
+  const kid = keys.thumbprint(v.x, v.y)
   if (v.kid !== undefined && v.kid !== kid) return `public_key.kid ${excerpt(v.kid)} is not the key's RFC 7638 thumbprint ${kid}`
   return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid, x: v.x, y: v.y }
 }
 
-// A historical file holds few keys and many lines: parse each key once.
-const keyCache = new Map<string, KeyObject | undefined>()
-const keyObjectOf = (jwk: PublicJwk): KeyObject | undefined => {
-  const id = `${jwk.x}.${jwk.y}`
-  if (keyCache.has(id)) return keyCache.get(id)
-  let key: KeyObject | undefined
-  try {
-    key = jwkToKeyObject(jwk)
-  } catch {
-    key = undefined
-  }
-  if (keyCache.size >= 1000) keyCache.clear()
-  keyCache.set(id, key)
-  return key
+/**
+ * The keys one import run has met: a historical file holds few keys and many
+ * lines, and parsing a key costs about as much as checking a signature with it,
+ * so each key's thumbprint and KeyObject are made once per run (at most 1,000
+ * keys are kept).
+ */
+export interface ImportKeys {
+  readonly thumbprint: (x: string, y: string) => string
+  /** The key as a KeyObject, or undefined when it is not a point on P-256. */
+  readonly keyObject: (jwk: PublicJwk) => KeyObject | undefined
 }
 
+export const makeImportKeys = (): ImportKeys => {
+  const thumbprints = new Map<string, string>()
+  const keyObjects = new Map<string, KeyObject | undefined>()
+  return {
+    thumbprint: (x, y) => {
+      const id = `${x}.${y}`
+      let kid = thumbprints.get(id)
+      if (kid === undefined) {
+        if (thumbprints.size >= 1000) thumbprints.clear()
+        thumbprints.set(id, kid = jwkThumbprint(x, y))
+      }
+      return kid
+    },
+    keyObject: (jwk) => {
+      const id = `${jwk.x}.${jwk.y}`
+      if (keyObjects.has(id)) return keyObjects.get(id)
+      let key: KeyObject | undefined
+      try {
+        key = jwkToKeyObject(jwk)
+      } catch {
+        key = undefined
+      }
+      if (keyObjects.size >= 1000) keyObjects.clear()
+      keyObjects.set(id, key)
+      return key
+    }
+  }
+}
 
 /** Checks one line: its fields, its key and its signature. Touches no store. */
-export const parseImportLine = (text: string, line: number, nowMicros: bigint): ImportRecord | ImportLineError => {
+export const parseImportLine = (text: string, line: number, nowMicros: bigint, keys: ImportKeys): ImportRecord | ImportLineError => {
   const bad = (message: string, code: ImportErrorCode = "INVALID_LINE"): ImportLineError => ({ line, code, message })
   if (Buffer.byteLength(text, "utf8") > IMPORT_LINE_MAX_BYTES) return bad(`line is longer than ${IMPORT_LINE_MAX_BYTES} bytes`)
   let v: unknown
@@ -147,9 +160,9 @@ export const parseImportLine = (text: string, line: number, nowMicros: bigint): 
     if (!isLegacyId(legacy_id)) return bad(`legacy_id must be an integer from 1 to ${Number.MAX_SAFE_INTEGER}`)
     legacyId = legacy_id
   }
-  const jwk = parseJwk(public_key)
+  const jwk = parseJwk(public_key, keys)
   if (typeof jwk === "string") return bad(jwk)
-  const key = keyObjectOf(jwk)
+  const key = keys.keyObject(jwk)
   if (key === undefined) return bad("public_key is not a point on P-256")
   const record: ImportRecord = {
     line,
@@ -315,6 +328,7 @@ export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
     let imported = 0
     let existing = 0
     let chunk: Array<ImportRecord> = []
+    const seenKeys = makeImportKeys()
 
     const apply = (outcomes: ReadonlyArray<Outcome>) => {
       for (const o of outcomes) {
@@ -355,7 +369,7 @@ export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
       if (text.trim().length === 0) continue
       lines++
       const nowMicros = BigInt(yield* Clock.currentTimeMillis) * 1000n
-      const parsed = parseImportLine(text.replace(/^\uFEFF/, ""), lineNo, nowMicros)
+      const parsed = parseImportLine(text.replace(/^\uFEFF/, ""), lineNo, nowMicros, seenKeys)
       if ("code" in parsed) errors.push(parsed)
       else chunk.push(parsed)
       if (chunk.length >= IMPORT_CHUNK) yield* flush

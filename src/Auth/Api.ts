@@ -3,6 +3,7 @@ import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { AuthErrorEnvelope, ForbiddenEnvelope, QuotaExceededEnvelope, RateLimitedEnvelope } from "../Http/Envelope.js"
 import type { ShareToken } from "./ShareTokenRepo.js"
+import type { AppConfigShape } from "../Platform/Config.js"
 import type { ApiKey, Scope } from "./Domain.js"
 
 /** Who is calling: an API key, or a share token (read-only, for the attestations it lists). */
@@ -27,6 +28,15 @@ export const requiredScopes = (...alternatives: ReadonlyArray<Scope>) => ({
   security: alternatives.map((scope) => ({ bearer: [scope] })),
   "x-required-scopes": alternatives
 })
+
+/**
+ * An endpoint public or keyed by configuration (the time-stamping authority's
+ * ATTESTD_TSA_ACCESS): keyed when the function says so for the running
+ * configuration. Keyed, it takes the key as `Authorization: Bearer <key>` or as
+ * the password of HTTP Basic (the user name is ignored: RFC 3161 clients that
+ * can send credentials at all send Basic), holding one of the scopes it documents.
+ */
+export class ConfiguredAccess extends Context.Tag("Auth/ConfiguredAccess")<ConfiguredAccess, (config: AppConfigShape) => boolean>() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Auth/Authentication", {
   // Every group behind this middleware documents these envelopes through it.

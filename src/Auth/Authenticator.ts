@@ -11,7 +11,7 @@ import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
 import { API_KEY_PATTERN, type ApiKey, digestsEqual, hashSecret } from "./Domain.js"
 import { RateLimiter, type Verdict } from "./RateLimiter.js"
-import { chargePublic } from "./PublicLimit.js"
+import { PublicLimit } from "./PublicLimit.js"
 import { formatMillis } from "../Domain/Time.js"
 import { SHARE_TOKEN_PATTERN, SHARE_TOKEN_RATE_LIMIT } from "./ShareTokenLimits.js"
 import { ShareTokenRepo, shareTokenState } from "./ShareTokenRepo.js"
@@ -26,12 +26,28 @@ export const hasBearer = (authorization: string | undefined): authorization is s
 export const bearerCredential = (authorization: string | undefined): string | undefined =>
   hasBearer(authorization) ? authorization.slice(7).trim() : undefined
 
+/** The password of a `Basic` Authorization header (the user name is ignored), or undefined. */
+export const basicPassword = (authorization: string | undefined): string | undefined => {
+  if (authorization === undefined || !/^basic /i.test(authorization)) return undefined
+  const decoded = Buffer.from(authorization.slice(6).trim(), "base64").toString("utf8")
+  const colon = decoded.indexOf(":")
+  return colon < 0 ? undefined : decoded.slice(colon + 1).trim()
+}
+
+/**
+ * The credential an Authorization header presents to a route: its bearer token
+ * or, where the route takes HTTP Basic, the Basic password; undefined for none.
+ */
+export const presentedCredential = (authorization: string | undefined, basic: boolean): string | undefined =>
+  bearerCredential(authorization) ?? (basic ? basicPassword(authorization) : undefined)
+
 export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authenticator", {
   effect: Effect.gen(function*() {
     const repo = yield* ApiKeyRepo
     const shareTokens = yield* ShareTokenRepo
     const config = yield* AppConfig
     const limiter = yield* RateLimiter
+    const publicLimit = yield* PublicLimit
 
     /** 403 for a key restricted to another environment or to other addresses, else undefined. */
     const keyRefusal = (key: ApiKey, clientIp: string): Forbidden | undefined => {
@@ -122,7 +138,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
       authenticateOnce(presented).pipe(
         Effect.tapError((e) =>
           e._tag === "AuthError" || e._tag === "Forbidden"
-            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : chargePublic(config, limiter, meta))
+            ? Effect.flatMap(currentRequestMeta, (meta) => meta.publicCharged ? Effect.void : publicLimit.charge(meta))
             : Effect.void
         )
       )

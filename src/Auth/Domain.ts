@@ -12,7 +12,8 @@ export const SCOPES = [
   "share",
   "scan",
   "census",
-  "webhook"
+  "webhook",
+  "timestamp"
 ] as const
 export type Scope = (typeof SCOPES)[number]
 export const Scope = Schema.Literal(...SCOPES)

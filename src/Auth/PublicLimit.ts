@@ -9,9 +9,9 @@
 import { Clock, Effect, Option } from "effect"
 import { isIP } from "node:net"
 import { RateLimited } from "../Domain/Errors.js"
-import type { AppConfigShape } from "../Platform/Config.js"
+import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import type { RequestMetaShape } from "./RequestMeta.js"
-import { type RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
+import { RateLimiter, type Verdict, WINDOW_SECONDS } from "./RateLimiter.js"
 
 /** The first four groups of an IPv6 address, or undefined when it is not one. */
 const ipv6Prefix64 = (ip: string): string | undefined => {
@@ -34,22 +34,8 @@ export const publicBucketOf = (ip: string): string => {
   return prefix === undefined ? `ip:${ip}` : `ip6:${prefix}::/64`
 }
 
-/** The most addresses remembered as refused (per limiter, that is per server). */
+/** The most addresses remembered as refused (per limit, that is per server). */
 const BLOCKED_MAX = 10_000
-
-/**
- * Addresses whose window is full, until the second it frees a request: while
- * there, a request is refused without asking the store (no SQL round trips on
- * Postgres for a flood of refused requests). Exact for a sliding window: with
- * nothing left, no request fits before the reset. One map per limiter instance.
- */
-const blockedBy = new WeakMap<object, Map<string, number>>()
-
-const blockedOf = (limiter: RateLimiter["Type"]): Map<string, number> => {
-  let m = blockedBy.get(limiter)
-  if (!m) blockedBy.set(limiter, m = new Map())
-  return m
-}
 
 const refusal = (limit: number, cost: number, info: { limit: number; remaining: number; reset: number; retryAfter: number }) =>
   new RateLimited({
@@ -60,70 +46,79 @@ const refusal = (limit: number, cost: number, info: { limit: number; remaining: 
     rateLimit: info
   })
 
-/** The refusal while `bucket` is remembered as full at `second`, else undefined (forgetting it once it frees a request). */
-const blockedRefusal = (
-  limiter: RateLimiter["Type"],
-  bucket: string,
-  limit: number,
-  cost: number,
-  second: number,
-  meta: RequestMetaShape
-): RateLimited | undefined => {
-  const blocked = blockedOf(limiter)
-  const until = blocked.get(bucket)
-  if (until === undefined) return undefined
-  if (second < until) {
-    const info = { limit, remaining: 0, reset: until, retryAfter: until - second }
+export interface PublicLimitShape {
+  /**
+   * Counts `cost` (default 1) against the caller's address when the public limit
+   * is on; 429 RATE_LIMIT when over. Writes the verdict for the X-RateLimit-*
+   * headers and marks the request as charged.
+   */
+  readonly charge: (meta: RequestMetaShape, cost?: number) => Effect.Effect<void, RateLimited>
+}
+
+/** The public limit of `config` over `limiter`. */
+export const makePublicLimit = (config: AppConfigShape, limiter: RateLimiter["Type"]): PublicLimitShape => {
+  /**
+   * Addresses whose window is full, until the second it frees a request: while
+   * there, a request is refused without asking the store (no SQL round trips on
+   * Postgres for a flood of refused requests). Exact for a sliding window: with
+   * nothing left, no request fits before the reset.
+   */
+  const blocked = new Map<string, number>()
+
+  /** The refusal while `bucket` is remembered as full at `second`, else undefined (forgetting it once it frees a request). */
+  const blockedRefusal = (bucket: string, limit: number, cost: number, second: number, meta: RequestMetaShape): RateLimited | undefined => {
+    const until = blocked.get(bucket)
+    if (until === undefined) return undefined
+    if (second < until) {
+      const info = { limit, remaining: 0, reset: until, retryAfter: until - second }
+      meta.rateLimit = info
+      return refusal(limit, cost, info)
+    }
+    blocked.delete(bucket)
+    return undefined
+  }
+
+  /** Keeps a verdict for the X-RateLimit-* headers and remembers a full window; the refusal when it refused. */
+  const verdictRefusal = (
+    bucket: string,
+    limit: number,
+    cost: number,
+    second: number,
+    meta: RequestMetaShape,
+    verdict: Verdict
+  ): RateLimited | undefined => {
+    const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
     meta.rateLimit = info
+    if (verdict.allowed) return undefined
+    if (verdict.remaining === 0 && verdict.reset > second) {
+      if (blocked.size >= BLOCKED_MAX) blocked.delete(blocked.keys().next().value!)
+      blocked.set(bucket, verdict.reset)
+    }
     return refusal(limit, cost, info)
   }
-  blocked.delete(bucket)
-  return undefined
-}
 
-/** Keeps a verdict for the X-RateLimit-* headers and remembers a full window; the refusal when it refused. */
-const verdictRefusal = (
-  limiter: RateLimiter["Type"],
-  bucket: string,
-  limit: number,
-  cost: number,
-  second: number,
-  meta: RequestMetaShape,
-  verdict: Verdict
-): RateLimited | undefined => {
-  const info = { limit: verdict.limit, remaining: verdict.remaining, reset: verdict.reset, retryAfter: verdict.retryAfter }
-  meta.rateLimit = info
-  if (verdict.allowed) return undefined
-  if (verdict.remaining === 0 && verdict.reset > second) {
-    const blocked = blockedOf(limiter)
-    if (blocked.size >= BLOCKED_MAX) blocked.delete(blocked.keys().next().value!)
-    blocked.set(bucket, verdict.reset)
+  return {
+    charge: (meta, cost = 1) => {
+      if (Option.isNone(config.publicRateLimit) || cost <= 0) return Effect.void
+      const limit = config.publicRateLimit.value
+      const bucket = publicBucketOf(meta.clientIp)
+      meta.publicCharged = true
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const second = Math.floor(now / 1000)
+        const refused = blockedRefusal(bucket, limit, cost, second, meta)
+        if (refused) return Effect.fail(refused)
+        return Effect.flatMap(limiter.hit(bucket, limit, WINDOW_SECONDS, cost), (verdict) => {
+          const over = verdictRefusal(bucket, limit, cost, second, meta, verdict)
+          return over ? Effect.fail(over) : Effect.void
+        })
+      })
+    }
   }
-  return refusal(limit, cost, info)
 }
 
-/**
- * Counts `cost` against the caller's address when the public limit is on; 429
- * RATE_LIMIT when over. Writes the verdict for the X-RateLimit-* headers and
- * marks the request as charged.
- */
-export const chargePublic = (
-  config: AppConfigShape,
-  limiter: RateLimiter["Type"],
-  meta: RequestMetaShape,
-  cost: number = 1
-): Effect.Effect<void, RateLimited> => {
-  if (Option.isNone(config.publicRateLimit) || cost <= 0) return Effect.void
-  const limit = config.publicRateLimit.value
-  const bucket = publicBucketOf(meta.clientIp)
-  meta.publicCharged = true
-  return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-    const second = Math.floor(now / 1000)
-    const blocked = blockedRefusal(limiter, bucket, limit, cost, second, meta)
-    if (blocked) return Effect.fail(blocked)
-    return Effect.flatMap(limiter.hit(bucket, limit, WINDOW_SECONDS, cost), (verdict) => {
-      const refused = verdictRefusal(limiter, bucket, limit, cost, second, meta, verdict)
-      return refused ? Effect.fail(refused) : Effect.void
-    })
+/** The server's public limit: one per server, so every route and the edge share its memory of full windows. */
+export class PublicLimit extends Effect.Service<PublicLimit>()("Auth/PublicLimit", {
+  effect: Effect.gen(function*() {
+    return makePublicLimit(yield* AppConfig, yield* RateLimiter)
   })
-}
+}) {}

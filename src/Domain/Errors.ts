@@ -43,6 +43,7 @@ const apiError = <Self>() =>
 
 export class ValidationError extends apiError<ValidationError>()("ValidationError", "VALIDATION_ERROR", 400) {}
 export class PayloadTooLarge extends apiError<PayloadTooLarge>()("PayloadTooLarge", "VALIDATION_ERROR", 413) {}
+export class UnsupportedMediaType extends apiError<UnsupportedMediaType>()("UnsupportedMediaType", "VALIDATION_ERROR", 415) {}
 export class AuthError extends apiError<AuthError>()("AuthError", "AUTH_ERROR", 401) {}
 export class Forbidden extends apiError<Forbidden>()("Forbidden", "FORBIDDEN", 403) {}
 export class NotFound extends apiError<NotFound>()("NotFound", "NOT_FOUND", 404) {}
@@ -56,6 +57,7 @@ export class InternalError extends apiError<InternalError>()("InternalError", "I
 export const apiErrorClasses = [
   ValidationError,
   PayloadTooLarge,
+  UnsupportedMediaType,
   AuthError,
   Forbidden,
   NotFound,

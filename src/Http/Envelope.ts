@@ -45,6 +45,7 @@ export const envelope = <A extends { readonly message: string; readonly details?
 
 export const ValidationErrorEnvelope = envelope(Errors.ValidationError)
 export const PayloadTooLargeEnvelope = envelope(Errors.PayloadTooLarge)
+export const UnsupportedMediaTypeEnvelope = envelope(Errors.UnsupportedMediaType)
 export const AuthErrorEnvelope = envelope(Errors.AuthError)
 export const ForbiddenEnvelope = envelope(Errors.Forbidden)
 export const NotFoundEnvelope = envelope(Errors.NotFound)

@@ -22,7 +22,11 @@ export const InfoResponse = Schema.Struct({
   current_signing_key_id: Schema.String,
   tiers: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
   assurance: Assurance,
-  assurance_notice: Schema.String
+  assurance_notice: Schema.String,
+  clock: Schema.Literal("unmonitored", "disciplined", "untrusted").annotations({
+    description: "The clock RFC 3161 tokens are stamped with: unmonitored (no ATTESTD_NTP_SERVERS, taken as trusted), " +
+      "disciplined (the NTP servers agree within the tolerance) or untrusted (POST /v1/timestamp answers timeNotAvailable)"
+  })
 }).annotations({ identifier: "InfoResponse" })
 
 export const HealthCheckDetail = Schema.Struct({
@@ -31,11 +35,26 @@ export const HealthCheckDetail = Schema.Struct({
   since: Schema.String.annotations({ description: "when the run of failures began" })
 }).annotations({ identifier: "HealthCheckDetail" })
 
+export const ClockCheckDetail = Schema.Struct({
+  status: Schema.Literal("ok", "degraded"),
+  offset_ms: Schema.NullOr(Schema.Number).annotations({
+    description: "median offset (server − local) of the NTP servers that answered the last poll, ms; null when none did"
+  }),
+  half_round_trip_ms: Schema.NullOr(Schema.Number).annotations({ description: "half the median round trip, ms: what the offset may be wrong by" }),
+  tolerance_ms: Schema.Number,
+  checked_at: Schema.NullOr(Schema.String).annotations({ description: "when the last poll finished; null before the first" }),
+  reason: Schema.optional(Schema.String)
+}).annotations({
+  identifier: "ClockCheckDetail",
+  description: "checks.clock, present when ATTESTD_NTP_SERVERS is set: degraded while the clock is not trusted (POST /v1/timestamp answers timeNotAvailable; attests go on)"
+})
+
 export const HealthResponse = Schema.Struct({
   status: Schema.Literal("ok", "degraded", "unhealthy").annotations({
-    description: "degraded (still HTTP 200): a background worker (sealing, anchoring, upgrading) has failed for longer than two of its windows; its check says why and since when"
+    description: "degraded (still HTTP 200): a background worker (sealing, anchoring, upgrading) has failed for longer than two of its windows, " +
+      "or the clock is not trusted (no time-stamp tokens); the check says why"
   }),
-  checks: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, HealthCheckDetail) })
+  checks: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, HealthCheckDetail, ClockCheckDetail) })
 }).annotations({ identifier: "HealthResponse" })
 
 export const StatsResponse = Schema.Struct({

@@ -2,6 +2,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Duration, Effect } from "effect"
 import { Api } from "../Api.js"
+import { PublicReads } from "../Attestations/PublicReads.js"
 import { AttestationRepo } from "../Attestations/Repo.js"
 import { NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
@@ -13,6 +14,9 @@ import { HealthChecks } from "../Platform/HealthChecks.js"
 import { SERVICE_VERSION } from "../Domain/Version.js"
 import { testVectors } from "./TestVectors.js"
 import { envelopeBody } from "../Http/Envelope.js"
+import { ClockDiscipline } from "../Timestamping/Clock.js"
+
+const CLOCK_NAMES = { Unmonitored: "unmonitored", Trusted: "disciplined", Untrusted: "untrusted" } as const
 
 export const ASSURANCE = {
   identifier: "service-public-assurance-v1",
@@ -49,18 +53,21 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const keys = yield* SigningKeys
+    const reads = yield* PublicReads
     const repo = yield* AttestationRepo
     const health = yield* HealthChecks
     const signer = yield* Signer
-    const vectors = testVectors()
+    // A constant document: encoded once, each request answers the same bytes.
+    const vectors = new TextEncoder().encode(JSON.stringify(testVectors()))
     const tsa = yield* TsaClient
+    const clock = yield* ClockDiscipline
     const tsaCertificates = {
       certificates: tsa.trustAnchorsPem === undefined ? [] : pemToDers(tsa.trustAnchorsPem).map((der) => ({ provider: tsa.provider, pem: derToPem(der) }))
     }
     return handlers
       .handle("info", () =>
         // Every published key, as GET /v1/keys lists them (retired ones too); current_signing_key_id signs.
-        Effect.map(Effect.zip(keys.listed, signer.currentKid), ([jwks, currentKid]) => ({
+        Effect.map(Effect.all([keys.listed, signer.currentKid, clock.state]), ([jwks, currentKid, clockState]) => ({
           name: "attestd" as const,
           version: SERVICE_VERSION,
           api_version: "v1" as const,
@@ -71,7 +78,8 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           current_signing_key_id: currentKid,
           tiers: health.tiers(),
           assurance: ASSURANCE,
-          assurance_notice: ASSURANCE_NOTICE
+          assurance_notice: ASSURANCE_NOTICE,
+          clock: CLOCK_NAMES[clockState._tag]
         })))
       .handle("healthz", () =>
         Effect.map(health.run.pipe(Effect.timeout(Duration.seconds(5)), Effect.orElseSucceed(() => ({ ok: false, degraded: false, checks: { timeout: "unhealthy" } }))), ({ ok, degraded, checks }) =>
@@ -93,12 +101,14 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
             ...counts
           }
         }))
-      .handle("keys", () => Effect.map(keys.listed, (jwks) => ({ keys: jwks })))
+      // Public reads: the replica first (a key it does not list yet, from the primary).
+      .handle("keys", () =>
+        Effect.map(reads.find("keys", () => Effect.flatMap(SigningKeys, (keys) => keys.listed)), (jwks) => ({ keys: jwks ?? [] })))
       .handle("key", ({ path }) =>
-        Effect.flatMap(keys.listed, (jwks) => {
-          const k = jwks.find((j) => j.kid === path.key_id.trim())
-          return k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
-        }))
+        Effect.flatMap(
+          reads.find(path.key_id.trim(), (kid) => Effect.flatMap(SigningKeys, (keys) => Effect.map(keys.listed, (jwks) => jwks.find((j) => j.kid === kid)))),
+          (k) => k ? Effect.succeed(k) : Effect.fail(new NotFound({ message: `signing key ${path.key_id.slice(0, 80)} not found` }))
+        ))
       .handle("tsaCertificates", () => Effect.succeed(tsaCertificates))
-      .handle("testVectors", () => Effect.succeed(vectors))
+      .handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(vectors, { contentType: "application/json" })))
   }))

@@ -73,6 +73,47 @@ const urlList = (name: string) =>
     })
   )
 
+/** One NTP server of ATTESTD_NTP_SERVERS. */
+export interface NtpServer {
+  readonly host: string
+  readonly port: number
+}
+
+const HOST_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$/
+const IPV6 = /^[0-9A-Fa-f:.]+$/
+
+/** `host`, `host:port`, `[v6]` or `[v6]:port` (default port 123), or a reason it is not one. */
+export const parseNtpServer = (text: string): NtpServer | string => {
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(text) ?? /^([^:\[\]]+)(?::(\d+))?$/.exec(text)
+  if (m === null) {
+    return text.split(":").length > 2 ? `${text}: an IPv6 address goes in brackets, e.g. [2001:db8::1]:123` : `${text}: not host[:port]`
+  }
+  const host = m[1]!
+  const bracketed = text.startsWith("[")
+  if (bracketed ? !(IPV6.test(host) && host.includes(":")) : !HOST_NAME.test(host)) return `${text}: ${JSON.stringify(host)} is not a host name or address`
+  const port = m[2] === undefined ? 123 : Number(m[2])
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return `${text}: the port must be 1..65535`
+  return { host, port }
+}
+
+const ntpServers = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.mapOrFail((raw) => {
+      const servers: Array<NtpServer> = []
+      for (const part of raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+        const server = parseNtpServer(part)
+        if (typeof server === "string") return Either.left(ConfigError.InvalidData([name], `expected comma-separated host[:port], ${server}`))
+        // The same server twice would count as two votes of the quorum.
+        if (servers.some((s) => s.host.toLowerCase() === server.host.toLowerCase() && s.port === server.port)) {
+          return Either.left(ConfigError.InvalidData([name], `${part} is listed twice`))
+        }
+        servers.push(server)
+      }
+      return Either.right(servers)
+    })
+  )
+
 /** An origin as browsers send it (`https://app.example`, `http://localhost:3000`), or undefined. */
 const originOf = (text: string): string | undefined => {
   try {
@@ -99,6 +140,11 @@ export interface AppConfigShape {
   readonly port: number
   readonly host: string
   readonly databaseUrl: string
+  /**
+   * ATTESTD_PG_READ_URL: a Postgres replica for the public reads (verify, lookup, status, evidence,
+   * keys); what it misses, and everything while it fails, is read on the primary. None: the primary.
+   */
+  readonly databaseReadUrl: Option.Option<string>
   readonly mode: Mode
   readonly environment: Environment
   readonly tsaUrls: ReadonlyArray<string>
@@ -135,7 +181,60 @@ export interface AppConfigShape {
   readonly corsOrigins: ReadonlyArray<string>
   /** ATTESTD_SIGNER and its settings: where the T0 (and TSA) keys live. */
   readonly signer: SignerSettings
+  /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
+  readonly timestamping: TimestampingConfig
 }
+
+/** CONTRACT §6: attestd as an RFC 3161 time-stamping authority. */
+export interface TimestampingConfig {
+  /** ATTESTD_TIMESTAMPING: on by default in demo mode, off by default in production. */
+  readonly enabled: boolean
+  /** ATTESTD_TSA_ACCESS: `public` (no credentials, the public per-address limit) or `key` (scope `timestamp`). */
+  readonly access: "public" | "key"
+  /** ATTESTD_TSA_POLICY: the policy of tokens whose request names none (demo default 2.999.1). */
+  readonly policy: string
+  /** ATTESTD_TSA_POLICIES: further policies a request may name. */
+  readonly acceptedPolicies: ReadonlyArray<string>
+  /** ATTESTD_TSA_CERT_CHAIN: PEM file, TSA certificate first (production); none: a demo CA under <dataDir>/tsa/. */
+  readonly certChainFile: Option.Option<string>
+  /** ATTESTD_CLOCK_TOLERANCE: the accuracy written into tokens, and the clock discipline's bound. */
+  readonly clockToleranceMs: number
+  /** ATTESTD_NTP_SERVERS: the SNTP servers that discipline the clock (none: unmonitored). */
+  readonly ntpServers: ReadonlyArray<NtpServer>
+  /** ATTESTD_NTP_INTERVAL: how often they are asked (default 64s). */
+  readonly ntpInterval: Duration.Duration
+}
+
+/** The X.660 example arc: the demo's policy, never a production one. */
+export const DEMO_TSA_POLICY = "2.999.1"
+
+const OID_PATTERN = /^[0-2](\.(0|[1-9][0-9]*))+$/
+
+const oidList = (name: string) =>
+  Config.string(name).pipe(
+    Config.withDefault(""),
+    Config.map((raw) => raw.split(",").map((s) => s.trim()).filter((s) => s.length > 0)),
+    Config.mapOrFail((oids) => {
+      const bad = oids.filter((o) => !OID_PATTERN.test(o))
+      return bad.length === 0
+        ? Either.right(oids)
+        : Either.left(ConfigError.InvalidData([name], `not a dotted object identifier: ${bad.join(", ")}`))
+    })
+  )
+
+const timestampingConfig = Config.all({
+  enabled: Config.option(Config.literal("on", "off")("ATTESTD_TIMESTAMPING")),
+  access: Config.literal("public", "key")("ATTESTD_TSA_ACCESS").pipe(Config.withDefault("public" as const)),
+  policy: Config.option(Config.string("ATTESTD_TSA_POLICY").pipe(
+    Config.map((raw) => raw.trim()),
+    Config.validate({ message: "ATTESTD_TSA_POLICY must be one dotted object identifier", validation: (oid) => OID_PATTERN.test(oid) })
+  )),
+  acceptedPolicies: oidList("ATTESTD_TSA_POLICIES"),
+  certChainFile: Config.option(Config.string("ATTESTD_TSA_CERT_CHAIN")),
+  clockToleranceMs: Config.map(duration("ATTESTD_CLOCK_TOLERANCE", "1s"), Duration.toMillis),
+  ntpServers: ntpServers("ATTESTD_NTP_SERVERS"),
+  ntpInterval: duration("ATTESTD_NTP_INTERVAL", "64s")
+})
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
@@ -207,6 +306,12 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
   dataDir: Config.string("ATTESTD_DATA_DIR").pipe(Config.withDefault("./data")),
   databaseUrl: Config.option(Config.string("DATABASE_URL")),
+  databaseReadUrl: Config.option(Config.string("ATTESTD_PG_READ_URL").pipe(
+    Config.validate({
+      message: "ATTESTD_PG_READ_URL must start with postgres:// or postgresql://",
+      validation: (url) => url.startsWith("postgres://") || url.startsWith("postgresql://")
+    })
+  )),
   mode: Config.literal("demo", "production")("ATTESTD_MODE").pipe(Config.withDefault("demo" as const)),
   environment: Config.option(Config.literal("test", "production")("ATTESTD_ENV")),
   tsaUrls: urlList("ATTESTD_TSA_URL"),
@@ -263,7 +368,8 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       return Either.right(origins)
     })
   ),
-  signer: signerSettings
+  signer: signerSettings,
+  timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -290,8 +396,30 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
         )
       )
     }
+    if (Option.isSome(c.databaseReadUrl) && !Option.exists(c.databaseUrl, (url) => url.startsWith("postgres://") || url.startsWith("postgresql://"))) {
+      return Either.left(
+        ConfigError.InvalidData(["ATTESTD_PG_READ_URL"], "ATTESTD_PG_READ_URL needs DATABASE_URL to be a postgres:// URL (a replica of it)")
+      )
+    }
+    const enabled = Option.getOrElse(c.timestamping.enabled, () => (c.mode === "demo" ? "on" : "off")) === "on"
+    if (c.mode === "production" && enabled) {
+      const missing = [
+        ...(Option.isNone(c.timestamping.certChainFile) ? ["ATTESTD_TSA_CERT_CHAIN"] : []),
+        ...(Option.isNone(c.timestamping.policy) ? ["ATTESTD_TSA_POLICY"] : []),
+        ...(c.timestamping.ntpServers.length === 0 ? ["ATTESTD_NTP_SERVERS"] : [])
+      ]
+      if (missing.length > 0) {
+        return Either.left(
+          ConfigError.MissingData(
+            missing,
+            `production mode with ATTESTD_TIMESTAMPING=on refuses to start without ${missing.join(", ")}: the TSA's certificate chain, its own policy OID and the NTP servers that discipline its clock`
+          )
+        )
+      }
+    }
     return Either.right({
       ...c,
+      timestamping: { ...c.timestamping, enabled, policy: Option.getOrElse(c.timestamping.policy, () => DEMO_TSA_POLICY) },
       databaseUrl: Option.getOrElse(c.databaseUrl, () => `sqlite:${c.dataDir.replace(/\/+$/, "")}/attestd.db`),
       environment: Option.getOrElse(c.environment, () => (c.mode === "demo" ? "test" : "production") as Environment)
     })
@@ -304,6 +432,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     port: 0,
     host: "127.0.0.1",
     databaseUrl: "sqlite::memory:",
+    databaseReadUrl: Option.none(),
     mode: "demo",
     environment: "test",
     tsaUrls: [],
@@ -326,6 +455,16 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     metricsPort: Option.none(),
     corsOrigins: [],
     signer: { _tag: "file", passphraseFile: Option.none() },
+    timestamping: {
+      enabled: true,
+      access: "public",
+      policy: DEMO_TSA_POLICY,
+      acceptedPolicies: [],
+      certChainFile: Option.none(),
+      clockToleranceMs: 1000,
+      ntpServers: [],
+      ntpInterval: Duration.seconds(64)
+    },
     ...overrides
   })
 }

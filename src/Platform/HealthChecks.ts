@@ -3,7 +3,8 @@
  * TSA and calendars report `degraded` without making the service unhealthy.
  * A background worker (sealing, anchoring) that has kept failing for longer
  * than two of its windows makes the status `degraded`: its check then names
- * the reason and since when. Later tiers register their checks and counts here.
+ * the reason and since when; so does an untrusted clock (`clock`, with its
+ * offset). Later tiers register their checks and counts here.
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Clock, Duration, Effect, Option, Ref } from "effect"
@@ -20,7 +21,24 @@ export interface CheckDetail {
   readonly since: string
 }
 
-export type CheckValue = CheckResult | CheckDetail
+/**
+ * The clock of the RFC 3161 authority, when NTP servers discipline it: `degraded` while it is
+ * not trusted (POST /v1/timestamp then answers timeNotAvailable; attests go on).
+ */
+export interface ClockCheck {
+  readonly status: "ok" | "degraded"
+  /** Median offset (server − local) of the NTP servers that answered the last poll, ms; null when none did. */
+  readonly offset_ms: number | null
+  /** Half the median round trip, ms: what the offset may be wrong by; null when no server answered. */
+  readonly half_round_trip_ms: number | null
+  readonly tolerance_ms: number
+  /** When the last poll finished (wire time format); null before the first. */
+  readonly checked_at: string | null
+  /** Why the clock is not trusted (only when degraded). */
+  readonly reason?: string
+}
+
+export type CheckValue = CheckResult | CheckDetail | ClockCheck
 
 export const statusOf = (value: CheckValue): CheckResult => (typeof value === "string" ? value : value.status)
 

@@ -66,14 +66,22 @@ export const batchedLines = (out: NodeJS.WritableStream): (line: string) => void
   }
 }
 
+/** A JSON line from level, message and plain annotations, without Effect's logger record. */
+export type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, millis: number) => void
+
 /**
- * A line writer that skips Effect's logger record: level, message and plain
- * annotations in, the same JSON line out. Registered for each JSON logger, so
- * `directLogger` (the access log, a line per request) need not build a HashMap
- * of annotations, an ISO date and a spans list only to take them apart again.
+ * A JSON logger and its direct line, built together: the line writes what the
+ * logger writes, from level, message and plain annotations, so `directLogger`
+ * (the access log, a line per request) need not build a HashMap of
+ * annotations, an ISO date and a spans list only to take them apart again.
  */
-type DirectLine = (logLevel: LogLevel.LogLevel, message: string, annotations: ReadonlyArray<Record<string, unknown>>, millis: number) => void
-const directLines = new WeakMap<Logger.Logger<unknown, void>, DirectLine>()
+export interface JsonLogging {
+  readonly logger: Logger.Logger<unknown, void>
+  readonly line: DirectLine
+}
+
+/** The JSON logging a runtime logs through, when it does (LoggingLive provides it with the logger). */
+export class JsonLines extends Context.Tag("Platform/JsonLines")<JsonLines, JsonLogging>() {}
 
 /** The fields every JSON line starts with; annotations follow, never overwriting them. */
 const entryOf = (millis: number, logLevel: LogLevel.LogLevel, text: string): Record<string, unknown> => ({
@@ -83,7 +91,7 @@ const entryOf = (millis: number, logLevel: LogLevel.LogLevel, text: string): Rec
 })
 
 /** One JSON object per line on `out` (stdout for serve; stderr for commands whose stdout is data). */
-export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
+export const jsonLoggingTo = (out: NodeJS.WritableStream): JsonLogging => {
   const write = batchedLines(out)
   const logger = Logger.make<unknown, void>(({ annotations, cause, date, logLevel, message, spans }) => {
     const now = date.getTime()
@@ -93,18 +101,25 @@ export const jsonLoggerTo = (out: NodeJS.WritableStream) => {
     for (const span of List.toArray(spans)) entry[`span_${span.label}_ms`] = now - span.startTime
     write(JSON.stringify(entry) + "\n")
   })
-  directLines.set(logger, (logLevel, message, annotations, millis) => {
+  const line: DirectLine = (logLevel, message, annotations, millis) => {
     const entry = entryOf(millis, logLevel, message)
     for (const record of annotations) for (const k in record) if (!(k in entry)) entry[k] = plain(record[k])
     write(JSON.stringify(entry) + "\n")
-  })
-  return logger
+  }
+  return { logger, line }
+}
+
+/** The JSON logger on `out` in place of the default one, and its direct line for `directLogger`. */
+export const jsonLoggingLayer = (out: NodeJS.WritableStream): Layer.Layer<JsonLines> => {
+  const json = jsonLoggingTo(out)
+  return Layer.merge(Logger.replace(Logger.defaultLogger, json.logger), Layer.succeed(JsonLines, json))
 }
 
 /**
  * Logs through a runtime's loggers and minimum level without running a fiber
  * (what `Effect.log` does inside one): for the access log, a line per request
- * written from a node:http callback. The JSON logger takes its direct line;
+ * written from a node:http callback. The JSON logger of the runtime's
+ * JsonLines takes its direct line;
  * the tracer's logger is skipped when the runtime has no span (it would
  * return at once); any other logger gets the usual record.
  */
@@ -114,12 +129,13 @@ export const directLogger = (runtime: Runtime.Runtime<never>) => {
   const base = FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations)
   const baseRecord: Record<string, unknown> = Object.fromEntries(HashMap.toEntries(base))
   const clock = Context.get(FiberRefs.getOrDefault(refs, DefaultServices.currentServices), Clock.Clock)
-  const hasSpan = Option.isSome(Context.getOption(FiberRefs.getOrDefault(refs, FiberRef.currentContext), Tracer.ParentSpan))
+  const context = FiberRefs.getOrDefault(refs, FiberRef.currentContext)
+  const hasSpan = Option.isSome(Context.getOption(context, Tracer.ParentSpan))
+  const json = Option.getOrUndefined(Context.getOption(context, JsonLines))
   const direct: Array<DirectLine> = []
   const others: Array<Logger.Logger<unknown, unknown>> = []
   for (const logger of FiberRefs.getOrDefault(refs, FiberRef.currentLoggers)) {
-    const line = directLines.get(logger)
-    if (line) direct.push(line)
+    if (logger === json?.logger) direct.push(json.line)
     else if (logger !== Logger.tracerLogger || hasSpan) others.push(logger)
   }
   return (logLevel: LogLevel.LogLevel, message: string, annotations: Record<string, unknown>): void => {
@@ -141,7 +157,7 @@ export const LoggingLive = (options: { readonly toStderr?: boolean } = {}, env: 
   const out = options.toStderr ? process.stderr : process.stdout
   return Layer.merge(
     logFormatOf(env.ATTESTD_LOG_FORMAT, out.isTTY === true) === "json"
-      ? Logger.replace(Logger.defaultLogger, jsonLoggerTo(out))
+      ? jsonLoggingLayer(out)
       : options.toStderr
       ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ stderr: true }))
       : Logger.pretty,

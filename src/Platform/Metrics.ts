@@ -40,6 +40,17 @@ export const attestationsCreated = Metric.counter("attestd_attestations_created_
   description: "T0 attestations created (a re-attested hash is not counted again)."
 })
 
+// Public reads with ATTESTD_PG_READ_URL
+export const replicaReads = Metric.counter("attestd_replica_reads_total", {
+  description:
+    "Public reads asked of the read replica, by outcome: replica (all found there), primary_miss (what it missed read again on the primary), primary_error (it failed or was skipped: read on the primary)."
+})
+
+// The RFC 3161 authority
+export const timestampsAnswered = Metric.counter("attestd_timestamps_total", {
+  description: "Answers of POST /v1/timestamp, by outcome: granted, or the failInfo of a rejection."
+})
+
 // T1
 export const sealDuration = Metric.histogram(
   "attestd_seal_duration_seconds",
@@ -73,14 +84,38 @@ export const webhookDeliveries = Metric.counter("attestd_webhook_deliveries_tota
   description: "Webhook delivery attempts, by outcome (succeeded, retrying, failed)."
 })
 
-// This process, brought up to date at scrape time: a rate() of either is how busy the instance is.
+// Clock discipline of the RFC 3161 authority (ATTESTD_NTP_SERVERS), set after each SNTP poll
+export const clockOffset = Metric.gauge("attestd_clock_offset_seconds", {
+  description: "Median offset (server − local) of the NTP servers that answered the last poll, seconds; NaN when none answered."
+})
+export const clockTrusted = Metric.gauge("attestd_clock_trusted", {
+  description: "1 while the clock is trusted (POST /v1/timestamp grants tokens), 0 while it is not (timeNotAvailable)."
+})
+export const clockServersAnswered = Metric.gauge("attestd_clock_servers_answered", {
+  description: "NTP servers that answered the last poll (more than half of ATTESTD_NTP_SERVERS must)."
+})
+
+// This process, read at scrape time: a rate() of either is how busy the instance is.
 // An event loop busy ~100% of the time is saturated whatever the CPU total says (docs/performance.md).
-const eventLoopBusy = Metric.counter("attestd_event_loop_busy_seconds_total", {
-  description: "Time the main thread's event loop spent running code rather than waiting for I/O (performance.eventLoopUtilization)."
-})
-const processCpu = Metric.counter("attestd_process_cpu_seconds_total", {
-  description: "CPU time of the whole process, user and system, every thread included (process.cpuUsage)."
-})
+// Both are totals since the process started, so they are rendered from the readings
+// themselves rather than kept as Effect counters brought up to date by each scrape.
+const processCounters = (): ReadonlyArray<Sample> => {
+  const cpu = process.cpuUsage()
+  return [
+    {
+      name: "attestd_event_loop_busy_seconds_total",
+      type: "counter",
+      help: "Time the main thread's event loop spent running code rather than waiting for I/O (performance.eventLoopUtilization).",
+      value: performance.eventLoopUtilization().active / 1000
+    },
+    {
+      name: "attestd_process_cpu_seconds_total",
+      type: "counter",
+      help: "CPU time of the whole process, user and system, every thread included (process.cpuUsage).",
+      value: (cpu.user + cpu.system) / 1e6
+    }
+  ]
+}
 
 // Scrape-time gauges
 const buildInfo = Metric.gauge("attestd_build_info", { description: "Always 1; labelled with the service version and Node.js version." })
@@ -152,22 +187,13 @@ const ageSeconds = (now: number, iso: unknown): number => {
 }
 
 /** Per TSA provider: its latest token's SHA-256 and the earliest notAfter (epoch ms) of that token's certificates. */
-const tokenExpiries = new Map<string, { readonly digest: string; readonly notAfter: number }>()
+export type TokenExpiries = Map<string, { readonly digest: string; readonly notAfter: number }>
 
-let counted = { busyMs: 0, cpuUs: 0 }
-
-/** Adds to the process counters what the loop and the CPU did since the last scrape. */
-const refreshProcessCounters = () => {
-  const busyMs = performance.eventLoopUtilization().active
-  const cpu = process.cpuUsage()
-  const cpuUs = cpu.user + cpu.system
-  eventLoopBusy.unsafeUpdate(Math.max(0, busyMs - counted.busyMs) / 1000, [])
-  processCpu.unsafeUpdate(Math.max(0, cpuUs - counted.cpuUs) / 1e6, [])
-  counted = { busyMs, cpuUs }
-}
-
-/** Updates the scrape-time gauges from the database and this instance's signer. */
-export const refreshGauges = Effect.gen(function*() {
+/**
+ * Updates the scrape-time gauges from the database and this instance's signer.
+ * `expiries` remembers each TSA's parsed certificate expiry between scrapes.
+ */
+export const refreshGauges = (expiries: TokenExpiries) => Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const signer = yield* Signer
   const now = yield* Clock.currentTimeMillis
@@ -201,14 +227,14 @@ export const refreshGauges = Effect.gen(function*() {
     // By the token's digest, not the batch id: two instances in one process (tests) can
     // hold different tokens under the same provider and id.
     const digest = createHash("sha256").update(row.tsa_token).digest("hex")
-    let cached = tokenExpiries.get(row.tsa_provider)
+    let cached = expiries.get(row.tsa_provider)
     if (cached?.digest !== digest) {
       try {
         const details = parseTimeStampToken(new Uint8Array(row.tsa_token))
         const notAfter = Math.min(...details.certificates.map((c) => Date.parse(c.not_after)))
         if (!Number.isFinite(notAfter)) continue
         cached = { digest, notAfter }
-        tokenExpiries.set(row.tsa_provider, cached)
+        expiries.set(row.tsa_provider, cached)
       } catch {
         continue
       }
@@ -225,8 +251,16 @@ const formatLabels = (tags: ReadonlyArray<MetricLabel.MetricLabel>, extra?: read
 }
 const num = (n: number) => (n === Infinity ? "+Inf" : n === -Infinity ? "-Inf" : Number.isNaN(n) ? "NaN" : String(n))
 
-/** The Prometheus text exposition (version 0.0.4) of every `attestd_` metric in the registry. */
-export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): string => {
+/** A value read at scrape time and rendered beside the registry's metrics. */
+export interface Sample {
+  readonly name: string
+  readonly type: "counter" | "gauge"
+  readonly help: string
+  readonly value: number
+}
+
+/** The Prometheus text exposition (version 0.0.4) of every `attestd_` metric in the registry, and of `samples`. */
+export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>, samples: ReadonlyArray<Sample>): string => {
   const families = new Map<string, { type: string; help: string; lines: Array<string> }>()
   const family = (name: string, type: string, help: string) => {
     let f = families.get(name)
@@ -254,6 +288,7 @@ export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Unty
       f.lines.push(`${key.name}_count${formatLabels(key.tags)} ${state.count}`)
     }
   }
+  for (const sample of samples) family(sample.name, sample.type, sample.help).lines.push(`${sample.name} ${num(sample.value)}`)
   const out: Array<string> = []
   for (const [name, f] of [...families].sort(([a], [b]) => a.localeCompare(b))) {
     out.push(`# HELP ${name} ${escapeHelp(f.help)}`, `# TYPE ${name} ${f.type}`, ...f.lines.sort())
@@ -261,11 +296,10 @@ export const renderPrometheus = (pairs: ReadonlyArray<MetricPair.MetricPair.Unty
   return out.join("\n") + "\n"
 }
 
-/** One scrape: refresh the database gauges, then render the registry. */
-export const scrape = Effect.gen(function*() {
-  refreshProcessCounters()
-  yield* refreshGauges.pipe(Effect.catchAllCause((cause) => Effect.logWarning("metrics: database gauges unavailable", cause)))
-  return renderPrometheus(yield* Metric.snapshot)
+/** One scrape: refresh the database gauges, then render the registry and this process's counters. */
+export const scrape = (expiries: TokenExpiries) => Effect.gen(function*() {
+  yield* refreshGauges(expiries).pipe(Effect.catchAllCause((cause) => Effect.logWarning("metrics: database gauges unavailable", cause)))
+  return renderPrometheus(yield* Metric.snapshot, processCounters())
 })
 
 /** The port the metrics listener bound, if any (tests start it on port 0). */
@@ -277,13 +311,14 @@ export const MetricsServerLive = Layer.scoped(MetricsListener, Effect.gen(functi
   if (Option.isNone(config.metricsPort)) return { port: Option.none<number>() }
   const runtime = yield* Effect.runtime<SqlClient.SqlClient | Signer | HealthChecks>()
   const run = Runtime.runPromise(runtime)
+  const expiries: TokenExpiries = new Map()
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]
     if (req.method !== "GET" || path !== "/metrics") {
       res.writeHead(404, { "content-type": "text/plain" }).end("not found; try GET /metrics\n")
       return
     }
-    run(scrape).then(
+    run(scrape(expiries)).then(
       (text) => res.writeHead(200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" }).end(text),
       () => res.writeHead(500, { "content-type": "text/plain" }).end("scrape failed\n")
     )

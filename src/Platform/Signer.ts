@@ -11,9 +11,14 @@
  * this instance does not hold (another instance's own key file) is never chosen. An
  * instance left without an unretired key (the first start; a rotation by an instance that
  * does not share its custody) generates one of its own.
+ *
+ * The time-stamping authority's key (CONTRACT §6) is a key of its own (role `tsa`), in the
+ * same custody, shown as a KeySigner: the newest unretired one when the instance starts,
+ * since its certificate is made (demo) or checked (production) then.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Duration, Effect, Layer, Ref, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+import { createPublicKey } from "node:crypto"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { jwkThumbprint } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
@@ -129,6 +134,33 @@ export const createKey = (role: KeyRole) =>
     return { kid: made.kid, activated_at: activatedAt, jwk: made.jwk }
   })
 
+/**
+ * A key that signs bytes for a purpose other than T0 (the TSA's signed attributes):
+ * ECDSA P-256 over SHA-256(data), DER, low-S.
+ */
+export interface KeySigner {
+  readonly kid: string
+  /** The public key as SubjectPublicKeyInfo DER: what its certificate must certify. */
+  readonly publicKeySpki: Uint8Array
+  /** The DER signature over `data`; a failure is a ServiceUnavailable. */
+  readonly sign: (data: Uint8Array) => Effect.Effect<Uint8Array, ServiceUnavailable>
+}
+
+/** A held key as a KeySigner. */
+export const keySignerOf = (key: HeldKey): KeySigner => ({
+  kid: key.kid,
+  publicKeySpki: new Uint8Array(createPublicKey({ key: { kty: "EC", crv: "P-256", x: key.jwk.x, y: key.jwk.y }, format: "jwk" })
+    .export({ type: "spki", format: "der" })),
+  sign: key.sign
+})
+
+/** The TSA key this instance signs tokens with: the newest unretired one in custody, made on the first start. */
+const currentTsaKey = Effect.gen(function*() {
+  const state = yield* prepareRole("tsa")
+  const window = state.windows.find((w) => state.held.has(w.kid) && w.retiredAt === null)!
+  return keySignerOf(state.held.get(window.kid)!)
+})
+
 export interface Signed {
   readonly kid: string
   /** Base64 DER, low-S. */
@@ -139,7 +171,9 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
   scoped: Effect.gen(function*() {
     const custody = yield* KeyCustody
     const sql = yield* SqlClient.SqlClient
+    const config = yield* AppConfig
     const state = yield* Ref.make(yield* prepareRole("t0"))
+    const tsa = config.timestamping.enabled ? Option.some(yield* currentTsaKey) : Option.none<KeySigner>()
 
     /** Reads the windows again; a key the table names for the first time is looked for in custody. */
     const refresh = Effect.gen(function*() {
@@ -173,6 +207,8 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
           if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: `no signing key is valid at ${at}` }))
           return Effect.map(key.sign(new TextEncoder().encode(payload)), (der) => ({ kid: key.kid, signature: Buffer.from(der).toString("base64") }))
         }),
+      /** The time-stamping authority's key; present when timestamping is on. */
+      tsa,
       /** `ok` when a key is valid now and its custody answers. */
       health: Effect.map(Effect.zip(current, custody.healthy), ([k, healthy]) => (k !== undefined && healthy ? "ok" as const : "unhealthy" as const))
     }

@@ -104,10 +104,13 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
               WHERE a.seq = v.seq AND a.level = 'T0'
               RETURNING 1)
             SELECT COUNT(*) AS n FROM u`)
+          // `+level`: the pending index must not drive this join. With it SQLite scans every
+          // pending row and, for each, the whole JSON array: 100,000 leaves never finished.
+          // Without it, the array drives and each leaf is one rowid lookup.
           : sql`UPDATE attestations SET level = 'T1', batch_id = ${batchId},
               leaf_index = j.value ->> '$[1]', t1_at = ${rec.t1At}
               FROM json_each(${JSON.stringify(pairs)}) j
-              WHERE attestations.seq = j.value ->> '$[0]' AND attestations.level = 'T0'
+              WHERE attestations.seq = j.value ->> '$[0]' AND +attestations.level = 'T0'
               RETURNING 1 AS n`.pipe(Effect.map((r) => [{ n: r.length }])))
         if ((updated[0]?.n ?? 0) !== rec.leaves.length) {
           return yield* Effect.die(new SealConflict(`batch for ${rec.windowEnd}: some leaves were sealed elsewhere`))

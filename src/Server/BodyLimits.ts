@@ -10,6 +10,9 @@ import { DERIVED_LIST_MAX_ITEMS, MATCH_MAX_VALUES } from "../Census/Limits.js"
 
 export const MAX_BODY_BYTES = 1024 * 1024
 
+/** The largest time-stamp request, DER or JSON (CONTRACT §6). */
+export const TIMESTAMP_REQUEST_MAX_BYTES = 64 * 1024
+
 const BYTES_PER_HASH = 80
 const ROOM = 16 * 1024
 
@@ -24,7 +27,9 @@ const FIXED: Readonly<Record<string, number>> = {
   // at most 50,000 derived values (spec 8), plus list_key
   "derivedListsPublic.match": hashListBytes(MATCH_MAX_VALUES),
   // at most 100,000 digests (spec 8), plus label, expiry or a tag filter
-  "census.createList": hashListBytes(DERIVED_LIST_MAX_ITEMS)
+  "census.createList": hashListBytes(DERIVED_LIST_MAX_ITEMS),
+  // a TimeStampReq is ~100 bytes; CONTRACT §6 caps it at 64 KiB
+  "timestamping.timestamp": TIMESTAMP_REQUEST_MAX_BYTES
 }
 
 /**

@@ -5,8 +5,8 @@
  * body is answered 408 and closed once the deadline passes, and one address
  * cannot hold more than its share of connections, so slow connections
  * (slowloris) cannot starve other clients. A request Node cannot read gets the
- * error envelope, and a connection closed with input still arriving closes
- * lingering, so the client reads its answer.
+ * error envelope, and an answer given while input is still arriving lingers,
+ * so the client reads it.
  */
 import { type IncomingMessage, type Server, type ServerOptions, type ServerResponse, STATUS_CODES } from "node:http"
 import type { Socket } from "node:net"
@@ -15,6 +15,7 @@ import { publicBucketOf } from "../Auth/PublicLimit.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { envelopeBody } from "../Http/Envelope.js"
 import { requestIdOf } from "./Edge.js"
+import { lingeringClose } from "./Linger.js"
 
 export interface ConnectionStats {
   /** Connections refused on accept because their address held its maximum. */
@@ -60,42 +61,6 @@ export const applyServerLimits = (server: Server, limits: ServerLimits, trustPro
     })
   }
   return stats
-}
-
-/** How long a connection whose request body is still arriving keeps reading after its answer. */
-export const LINGER_MS = 2_000
-
-/**
- * A lingering close. Node closes a `Connection: close` socket as soon as its
- * answer is written. If the request body is still arriving then (a 413 for a
- * body over the limit, any answer to an upload refused early), the client's
- * next write meets a reset, and a client such as Node's own drops the answer
- * it has not read yet. Such a socket here sends its answer and FIN, then keeps
- * reading (the body is discarded) until the client closes its side or
- * LINGER_MS pass, as nginx's lingering_close does. Sockets whose request was
- * read whole close as before.
- */
-export const lingerOnUnreadBodies = (server: Server) => {
-  const current = new WeakMap<Socket, IncomingMessage>()
-  server.prependListener("request", (req: IncomingMessage) => {
-    current.set(req.socket, req)
-  })
-  server.on("connection", (socket: Socket) => {
-    const destroySoon = socket.destroySoon.bind(socket)
-    socket.destroySoon = () => {
-      const req = current.get(socket)
-      if (req === undefined || req.complete || !socket.writable) return destroySoon()
-      lingeringClose(socket)
-    }
-  })
-}
-
-/** Ends our side, then reads and discards until the client closes its side or LINGER_MS pass. */
-const lingeringClose = (socket: Socket) => {
-  const timer = setTimeout(() => socket.destroy(), LINGER_MS)
-  socket.once("end", () => socket.destroy())
-  socket.once("close", () => clearTimeout(timer))
-  socket.end()
 }
 
 /** Status, code and message for a request Node could not read (its `clientError`). */

@@ -7,7 +7,8 @@
  * 1. keep listening until quiet (at most 1 s), so connections already in the
  *    kernel's accept queue are accepted and answered rather than reset, then stop
  *    listening;
- * 2. every response from now on carries `Connection: close`;
+ * 2. every response from now on carries `Connection: close` (a header node honours
+ *    by closing the connection after the response);
  * 3. wait until no request is in flight and none has arrived for 250 ms and 10
  *    turns of the event loop (bounded
  *    by ATTESTD_SHUTDOWN_TIMEOUT), then close idle keep-alive connections, or every
@@ -85,7 +86,7 @@ export const makeDrainer = (): Drainer => {
     track: (_req, res) => {
       const leave = inFlight.add(res)
       requests++
-      if (draining) res.shouldKeepAlive = false
+      if (draining) res.setHeader("connection", "close")
       // 'close' follows 'finish' on every response, and comes alone when the connection went first
       res.on("close", leave)
     },
@@ -121,7 +122,7 @@ export const makeDrainer = (): Drainer => {
       //    quiet period above makes it unlikely that one of them was accepted a moment
       //    ago with its request not parsed yet.
       if (server.listening) server.close()
-      for (const res of inFlight.items()) if (!res.headersSent) res.shouldKeepAlive = false
+      for (const res of inFlight.items()) if (!res.headersSent) res.setHeader("connection", "close")
       // 3. Quiet again: a keep-alive client may have written its next request just before the
       //    signal, on a connection the server has not read yet; such a request is answered
       //    (with Connection: close) rather than reset.

@@ -7,14 +7,15 @@ import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerErro
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
+import type { IncomingMessage } from "node:http"
+import { Readable } from "node:stream"
 import { Api } from "../Api.js"
 import type { Principal } from "../Auth/Api.js"
 import { clientAddressOf } from "../Platform/ClientAddress.js"
 import type { Scope } from "../Auth/Domain.js"
-import { Authenticator, hasBearer } from "../Auth/Authenticator.js"
+import { Authenticator, presentedCredential } from "../Auth/Authenticator.js"
 import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
-import { RateLimiter } from "../Auth/RateLimiter.js"
-import { chargePublic } from "../Auth/PublicLimit.js"
+import { PublicLimit } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { isDatabaseUnavailable } from "../Platform/Sql.js"
@@ -25,7 +26,8 @@ import { RequestMetas } from "./AccessLog.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
-import { apiRoutes, matchRoute, type RouteMatch } from "./Routes.js"
+import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch } from "./Routes.js"
+import { afterRequestBody } from "./Linger.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
 
@@ -223,15 +225,16 @@ export const requestMetaOf = (
 
 /**
  * Whether the edge counts a request against the public limit of its address: every
- * request but those to a keyed route that carry a bearer credential. Those are counted
+ * request but those to a keyed route that present a credential. Those are counted
  * against their key, or against the address when the credential fails (Authenticator),
  * so an `Authorization` header by itself never exempts a request.
  */
-export const chargedAtEdge = (keyedRoute: boolean, authorization: string | undefined): boolean =>
-  !keyedRoute || !hasBearer(authorization)
+export const chargedAtEdge = (keyedRoute: boolean, presentsCredential: boolean): boolean =>
+  !keyedRoute || !presentsCredential
 
-/** The bearer token as the HttpApi security middleware reads it (after "Bearer "). */
-export const bearerToken = (authorization: string | undefined): string => (authorization ?? "").slice(7).trim()
+/** The credential a request presents to `route`: a bearer token, or HTTP Basic's password where the route takes it. */
+const credentialFor = (route: Route | undefined, headers: EdgeHeaders): string | undefined =>
+  presentedCredential(headerOf(headers, "authorization"), route?.keyedWhen !== undefined)
 
 /** The scope check of a keyed route, from the scopes its contract documents. */
 const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
@@ -239,7 +242,7 @@ const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
 
 const ROUTES = apiRoutes()
 
-/** Whether the edge reads a request's body: every method but GET and HEAD (an unread body is drained by the server, Connections.ts). */
+/** Whether the edge reads a request's body: every method but GET and HEAD (an answer before it lingers for it, `lingering`). */
 const carriesBody = (method: string): boolean => method !== "GET" && method !== "HEAD"
 
 /**
@@ -250,7 +253,8 @@ const carriesBody = (method: string): boolean => method !== "GET" && method !== 
  * environment or allow-list; 429 for its limit; the principal is kept on
  * `meta` for the bearer middleware) and the scope the route documents (403),
  * and the route's own gate (a public match: its list exists, 404); last a
- * declared body over the route's limit (413). So a stranger, or a key without
+ * body of a media type the route does not take (415) and a declared body
+ * over the route's limit (413). So a stranger, or a key without
  * the scope, never gets a body read or validated. Succeeds with the refusal, if any.
  */
 export const admitRequest = (
@@ -259,22 +263,22 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape
-): Effect.Effect<Errors.ApiError | undefined, never, RateLimiter | Authenticator | RequestMeta | BodyGates> => {
+): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta | BodyGates> => {
   const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
-    if (checksBeforeBody(match, method, gates)) {
-      return beforeBody(match!, headerOf(headers, "authorization"), meta, gates).pipe(
+    if (checksBeforeBody(config, match, method, gates)) {
+      return beforeBody(config, match!, headers, meta, gates).pipe(
         Effect.flip,
         Effect.option,
-        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodySizeError(config, match, headers))
+        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
       )
     }
-    return Effect.succeed(bodySizeError(config, match, headers))
+    return Effect.succeed(bodyShapeError(config, match, method, headers))
   })
   if (chargedPublicly(config, match, headers)) {
-    return Effect.flatMap(RateLimiter, (limiter) =>
-      Effect.flatMap(Effect.either(chargePublic(config, limiter, meta)), (charged) =>
+    return Effect.flatMap(PublicLimit, (publicLimit) =>
+      Effect.flatMap(Effect.either(publicLimit.charge(meta)), (charged) =>
         charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
   }
   return afterPublicLimit
@@ -282,28 +286,65 @@ export const admitRequest = (
 
 /** Whether the edge charges the request against its address's public limit (see chargedAtEdge). */
 const chargedPublicly = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): boolean =>
-  Option.isSome(config.publicRateLimit) && chargedAtEdge(match?.route.keyed === true, headerOf(headers, "authorization"))
+  Option.isSome(config.publicRateLimit) &&
+  chargedAtEdge(match !== undefined && isKeyed(match.route, config), credentialFor(match?.route, headers) !== undefined)
 
 /** Whether a key or a gate is checked before the body is read: a keyed or gated route, for a request with a body. */
-const checksBeforeBody = (match: RouteMatch | undefined, method: string, gates: ReadonlyMap<string, BodyGate>): boolean =>
-  match !== undefined && carriesBody(method) && (match.route.keyed || gates.has(match.route.id))
+const checksBeforeBody = (
+  config: AppConfigShape,
+  match: RouteMatch | undefined,
+  method: string,
+  gates: ReadonlyMap<string, BodyGate>
+): boolean => match !== undefined && carriesBody(method) && (isKeyed(match.route, config) || gates.has(match.route.id))
+
+/** A request's media type: the Content-Type without parameters, lower case ("" when absent). */
+const mediaTypeOf = (headers: EdgeHeaders): string => (headerOf(headers, "content-type") ?? "").split(";")[0]!.trim().toLowerCase()
+
+/**
+ * 415 for a body of another type than JSON or the route's own, on a route that takes a
+ * binary body (elsewhere every body is read as JSON, whatever its declared type).
+ */
+const mediaTypeError = (match: RouteMatch | undefined, method: string, headers: EdgeHeaders): Errors.ApiError | undefined => {
+  const binaryTypes = match?.route.binaryTypes ?? []
+  if (binaryTypes.length === 0 || !carriesBody(method)) return undefined
+  const type = mediaTypeOf(headers)
+  return type === "application/json" || binaryTypes.includes(type)
+    ? undefined
+    : new Errors.UnsupportedMediaType({
+      message: `Content-Type must be ${binaryTypes.join(", ")} or application/json${type === "" ? "" : `, not ${Errors.excerpt(type, 80)}`}`,
+      details: { accepted: [...binaryTypes, "application/json"] }
+    })
+}
+
+/** What is wrong with a body before it is read: its media type (415), then its declared size (413). */
+const bodyShapeError = (config: AppConfigShape, match: RouteMatch | undefined, method: string, headers: EdgeHeaders) =>
+  mediaTypeError(match, method, headers) ?? bodySizeError(config, match, headers)
+
+const bodyTooLarge = (limit: number) =>
+  new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
 
 /** 413 for a declared body over the route's limit. */
 const bodySizeError = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): Errors.ApiError | undefined => {
   const limit = bodyLimitOf(match?.route.id, config.scanMaxHashes)
   const length = Number(headerOf(headers, "content-length") ?? "0")
   return length > limit
-    ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+    ? bodyTooLarge(limit)
     : undefined
 }
 
-const beforeBody = (match: RouteMatch, authorization: string | undefined, meta: RequestMetaShape, gates: ReadonlyMap<string, BodyGate>) => {
+const beforeBody = (
+  config: AppConfigShape,
+  match: RouteMatch,
+  headers: EdgeHeaders,
+  meta: RequestMetaShape,
+  gates: ReadonlyMap<string, BodyGate>
+) => {
   const gate = gates.get(match.route.id)
   const gated = gate ? Effect.suspend(() => gate(match.params)) : Effect.void
-  if (!match.route.keyed) return gated
+  if (!isKeyed(match.route, config)) return gated
   const scopes = match.route.scopes
   return Effect.flatMap(Authenticator, (auth) =>
-    Effect.flatMap(auth.authenticate(bearerToken(authorization)), (principal) => {
+    Effect.flatMap(auth.authenticate(credentialFor(match.route, headers) ?? ""), (principal) => {
       meta.principal = principal
       return scopes ? Effect.zipRight(routeScopes(principal, scopes), gated) : gated
     }))
@@ -330,12 +371,24 @@ export const parseJsonBody = (text: string): Either.Either<unknown, Errors.Valid
 }
 
 /**
- * Bodies are JSON whatever the declared type (curl -d sends form encoding), and
- * /v1 is stripped so one route table serves both the prefix and the alias.
+ * Whether a request carries a body of a binary media type its route declares (a DER
+ * TimeStampReq): such a body reaches the handler as bytes, unread by the edge. Only
+ * a request with a non-JSON type is looked up: the JSON routes pay nothing for it.
  */
-const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string) => {
+const carriesBinaryBody = (request: HttpServerRequest.HttpServerRequest, path: string): boolean => {
   const type = request.headers["content-type"]
-  const jsonBody = carriesBody(request.method) && (type === undefined || !type.includes("json"))
+  if (!carriesBody(request.method) || type === undefined || type.includes("json")) return false
+  return matchRoute(ROUTES, request.method, path)?.route.binaryTypes.includes(mediaTypeOf(request.headers)) === true
+}
+
+/**
+ * Bodies are JSON whatever the declared type (curl -d sends form encoding), but for a
+ * binary type the route declares, and /v1 is stripped so one route table serves both
+ * the prefix and the alias.
+ */
+const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string, binary: boolean) => {
+  const type = request.headers["content-type"]
+  const jsonBody = !binary && carriesBody(request.method) && (type === undefined || !type.includes("json"))
   if (!jsonBody && url === request.url) return request
   return request.modify({
     url,
@@ -344,20 +397,68 @@ const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: str
 }
 
 /**
- * A chunked body over the limit makes the platform's reader destroy the
- * request stream, which would kill the socket before the 413 is written. For
- * bodies without Content-Length the rest of the body is drained instead, and
- * the 413 goes out with Connection: close.
+ * A body sent without Content-Length, measured here before the platform reads
+ * it: the platform's reader destroys the request at the limit, and with it the
+ * socket, before the 413 is written. What arrives is taken off the stream until
+ * the request is complete, then given back (`unshift`) for the platform to read;
+ * true when it fits in `limit` bytes. Over the limit the rest is left to arrive
+ * (the 413 lingers for it).
  */
-const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest) => {
-  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-  const destroy = incoming.destroy.bind(incoming)
-  incoming.destroy = ((error?: Error) => {
-    if (incoming.complete) return destroy(error)
-    incoming.removeAllListeners("data")
-    incoming.resume()
-    return incoming
-  }) as typeof incoming.destroy
+const unsizedBodyFits = (incoming: IncomingMessage, limit: number): Effect.Effect<boolean, Errors.ValidationError> =>
+  Effect.async((resume) => {
+    const parts: Array<Buffer> = []
+    let size = 0
+    const stop = () => {
+      incoming.off("readable", onReadable)
+      incoming.off("error", onError)
+    }
+    const onReadable = () => {
+      if (incoming.complete) {
+        // Everything has arrived: the rest is in the stream's buffer. Nothing is read now,
+        // so the stream cannot end before its body is given back.
+        stop()
+        if (size + incoming.readableLength > limit) return resume(Effect.succeed(false))
+        if (parts.length > 0) incoming.unshift(Buffer.concat(parts))
+        return resume(Effect.succeed(true))
+      }
+      // Still arriving: take what is buffered, so that more is read from the socket.
+      const chunk: Buffer | null = incoming.read()
+      if (chunk === null) return
+      size += chunk.length
+      if (size > limit) {
+        stop()
+        return resume(Effect.succeed(false))
+      }
+      parts.push(chunk)
+    }
+    const onError = () => {
+      stop()
+      resume(Effect.fail(INVALID_JSON()))
+    }
+    // Complete already (no body, or a short one): decide without reading, which would end
+    // the stream before the platform listens for its end.
+    if (incoming.complete) return resume(Effect.succeed(incoming.readableLength <= limit))
+    incoming.on("readable", onReadable)
+    incoming.once("error", onError)
+    return Effect.sync(stop)
+  })
+
+/**
+ * An answer given while the request's body is still arriving: sent at once with
+ * `Connection: close`, ended once the body has been read and dropped (or
+ * LINGER_MS pass), so closing the connection resets nothing the client must
+ * still read (Linger.ts).
+ */
+const lingering = (incoming: IncomingMessage, response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
+  if (incoming.complete || response.body._tag !== "Uint8Array") return response
+  const bytes = response.body.body
+  const body = new Readable({ read() {} })
+  body.push(bytes)
+  afterRequestBody(incoming, () => body.push(null))
+  return HttpServerResponse.raw(body, {
+    status: response.status,
+    headers: { ...response.headers, "content-length": String(bytes.byteLength), connection: "close" }
+  })
 }
 
 /**
@@ -367,7 +468,7 @@ const keepSocketOnOversizedBody = (request: HttpServerRequest.HttpServerRequest)
  * cheap. HttpApi handlers get their services from their group's context, which
  * HttpApiBuilder merges in.
  */
-export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, BodyGates, RequestMetas)
+export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, BodyGates, RequestMetas)
 
 /**
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
@@ -375,23 +476,26 @@ export const edgeServices = Context.pick(AppConfig, RateLimiter, Authenticator, 
  * around all of it, and so is the route's body limit (where there is a body to read): each
  * provide copies the fiber's context and each FiberRef locally its refs twice.
  */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | RateLimiter | Authenticator | RequestMetas | BodyGates> =>
+export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const requestMetas = yield* RequestMetas
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
-    const normalized = normalizeRequest(request, stripV1(request.url))
+    const binary = carriesBinaryBody(request, meta.path)
+    const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOfRequest(config, request.method, meta.path) : undefined
-    const steps = edgeFor(app, config, request, normalized, limit, meta)
+    const steps = edgeFor(app, config, request, normalized, limit, binary, meta)
     const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
 
 /**
  * The edge's steps. The fiber already holds the normalized request (for the app); `request`
- * is the one as received. `limit`: the route's body limit, for a method that carries a body.
+ * is the one as received. `limit`: the route's body limit, for a method that carries a body;
+ * `binary`: the body is bytes of a type its route declares, left for the handler to read
+ * (under the same limit).
  */
 const edgeFor = (
   app: HttpApp.Default,
@@ -399,6 +503,7 @@ const edgeFor = (
   request: HttpServerRequest.HttpServerRequest,
   normalized: HttpServerRequest.HttpServerRequest,
   limit: number | undefined,
+  binary: boolean,
   meta: RequestMetaShape
 ) =>
   Effect.gen(function*() {
@@ -409,15 +514,24 @@ const edgeFor = (
       Effect.map((e) => e && errorResponse(e)),
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )
-    if (refused) return finish(refused)
-    if (request.headers["content-length"] === undefined) keepSocketOnOversizedBody(request)
-    if (limit !== undefined) {
+    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+    if (refused) return lingering(incoming, finish(refused))
+    if (limit !== undefined && request.headers["content-length"] === undefined) {
+      // The edge can run inside node's parsing of the request's first packet: let that
+      // parsing finish, so a body that came with the headers is complete when measured.
+      if (!incoming.complete) yield* Effect.yieldNow()
+      const fits = yield* Effect.either(unsizedBodyFits(incoming, limit))
+      if (fits._tag === "Left") return finish(errorResponse(fits.left))
+      if (!fits.right) return lingering(incoming, finish(errorResponse(bodyTooLarge(limit))))
+    }
+    if (limit !== undefined && !binary) {
       // Read (and cache on this request) the body once, so every route refuses
-      // U+0000 and deep nesting the same way before its schema sees the value.
+      // U+0000 and deep nesting the same way before its schema sees the value. The
+      // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.
       const text = yield* normalized.text.pipe(
         Effect.mapError((e) =>
           isBodyTooLarge(e)
-            ? new Errors.PayloadTooLarge({ message: `request body exceeds ${limit} bytes`, details: { limit_bytes: limit } })
+            ? bodyTooLarge(limit)
             : INVALID_JSON()
         ),
         Effect.either

@@ -3,13 +3,14 @@
  * of the HttpApi, its operation id, whether it sits behind the bearer-key
  * middleware, and the scopes its OpenAPI description requires. With it the
  * edge authenticates and checks scopes before it reads a body, and knows a
- * route's body limit.
+ * route's body limit and the media types its body may have.
  */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { Context, Option } from "effect"
 import { Api } from "../Api.js"
-import { Authentication } from "../Auth/Api.js"
+import { Authentication, ConfiguredAccess } from "../Auth/Api.js"
 import { isScope, type Scope } from "../Auth/Domain.js"
+import type { AppConfigShape } from "../Platform/Config.js"
 
 export interface Route {
   /** The OpenAPI operationId: `group.endpoint`. */
@@ -23,7 +24,18 @@ export interface Route {
   readonly keyed: boolean
   /** Alternatives, any one of which suffices; undefined when the handler decides alone. */
   readonly scopes: ReadonlyArray<Scope> | undefined
+  /** Public or keyed by configuration (ConfiguredAccess); keyed, it also takes HTTP Basic. */
+  readonly keyedWhen: ((config: AppConfigShape) => boolean) | undefined
+  /**
+   * The media types of its body other than JSON (a DER request): a body of one of them
+   * reaches the handler as bytes, and on such a route any other type but JSON is 415.
+   */
+  readonly binaryTypes: ReadonlyArray<string>
 }
+
+/** Whether a request to `route` must present a key under `config`. */
+export const isKeyed = (route: Route, config: AppConfigShape): boolean =>
+  route.keyed || (route.keyedWhen !== undefined && route.keyedWhen(config))
 
 export interface RouteMatch {
   readonly route: Route
@@ -55,14 +67,16 @@ export const apiRoutes = (): ReadonlyArray<Route> => {
   const routes: Array<Route> = []
   HttpApi.reflect(Api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint, group, mergedAnnotations, middleware }) => {
+    onEndpoint: ({ endpoint, group, mergedAnnotations, middleware, payloads }) => {
       routes.push({
         id: `${group.identifier}.${endpoint.name}`,
         method: endpoint.method,
         path: endpoint.path,
         ...compile(endpoint.path),
         keyed: [...middleware].some((m) => m.key === Authentication.key),
-        scopes: scopesOf(mergedAnnotations)
+        scopes: scopesOf(mergedAnnotations),
+        keyedWhen: Option.getOrUndefined(Context.getOption(mergedAnnotations, ConfiguredAccess)),
+        binaryTypes: [...payloads.keys()].filter((type) => type !== "application/json")
       })
     }
   })

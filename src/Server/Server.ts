@@ -17,7 +17,8 @@ import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
 import type { Drainer } from "./Drain.js"
-import { answerClientErrors, applyServerLimits, lingerOnUnreadBodies, serverOptionsOf } from "./Connections.js"
+import { answerClientErrors, applyServerLimits, serverOptionsOf } from "./Connections.js"
+import { afterRequestBody } from "./Linger.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
 import { headerOf, requestIdOf } from "./Edge.js"
@@ -43,7 +44,10 @@ export interface NodeServerOptions {
 /** The platform's services a response may need (files, etags), in every request's context. */
 const platformServices = Context.pick(HttpPlatform.HttpPlatform, Etag.Generator, FileSystem.FileSystem, Path.Path)
 
-/** Before the HttpApi handler is installed (listening, layers still starting) and after it is removed. */
+/**
+ * Before the HttpApi handler is installed (listening, layers still starting) and after it
+ * is removed. The request's body is not read: the answer lingers for it (Linger.ts).
+ */
 const unavailable: NodeHandler = (req, res) => {
   const { body, headers, status } = errorParts(new ServiceUnavailable({ message: "the server is starting or stopping; retry shortly" }))
   const text = JSON.stringify(body)
@@ -54,7 +58,12 @@ const unavailable: NodeHandler = (req, res) => {
     "x-request-id": requestIdOf(headerOf(req.headers, "x-request-id")),
     connection: "close"
   })
-  res.end(text)
+  if (req.complete) {
+    res.end(text)
+    return
+  }
+  res.write(text)
+  afterRequestBody(req, () => res.end())
 }
 
 const make = (options: NodeServerOptions) =>
@@ -76,7 +85,6 @@ const make = (options: NodeServerOptions) =>
         })
     )
     options.drainer.server = server
-    lingerOnUnreadBodies(server)
     answerClientErrors(server, (status) => Metrics.inc(Metrics.httpRequests, { method: "-", route: "(unreadable)", status: String(status) }))
     if (options.limits) applyServerLimits(server, options.limits.server, options.limits.trustProxy)
     yield* Effect.async<void, HttpServerError.ServeError>((resume) => {

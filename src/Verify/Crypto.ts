@@ -4,7 +4,7 @@
  * is missing (e.g. a page served over plain http to a non-local address).
  */
 import { p256 } from "@noble/curves/nist.js"
-import { sha256 as nobleSha256 } from "@noble/hashes/sha2.js"
+import { sha256 as nobleSha256, sha384 as nobleSha384, sha512 as nobleSha512 } from "@noble/hashes/sha2.js"
 import { base64ToBytes } from "../Domain/Bytes.js"
 
 /** The part of WebCrypto's SubtleCrypto used here (typed structurally: no DOM lib in this project). */
@@ -29,6 +29,16 @@ const toBuffer = (b: Uint8Array): ArrayBuffer => {
 export const sha256 = async (data: Uint8Array): Promise<Uint8Array> => {
   const s = subtle()
   return s !== undefined ? new Uint8Array(await s.digest("SHA-256", toBuffer(data))) : nobleSha256(data)
+}
+
+export type ImprintAlgorithm = "SHA-256" | "SHA-384" | "SHA-512"
+
+const NOBLE: Record<ImprintAlgorithm, (data: Uint8Array) => Uint8Array> = { "SHA-256": nobleSha256, "SHA-384": nobleSha384, "SHA-512": nobleSha512 }
+
+/** SHA-256, SHA-384 or SHA-512 of `data` (what a time-stamp token's imprint may be). */
+export const digest = async (algorithm: ImprintAlgorithm, data: Uint8Array): Promise<Uint8Array> => {
+  const s = subtle()
+  return s !== undefined ? new Uint8Array(await s.digest(algorithm, toBuffer(data))) : NOBLE[algorithm](data)
 }
 
 export type SignatureResult = "valid" | "invalid" | "high-s" | "malformed"

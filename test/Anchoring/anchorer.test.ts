@@ -24,7 +24,7 @@ import { HealthChecks } from "../../src/Platform/HealthChecks.js"
 import { AppLive, DatabaseLive, TsaLive } from "../../src/main.js"
 import { KeyCacheRef } from "../../src/Auth/KeyCache.js"
 import { layerHttp, type OtsCalendar } from "../../src/Platform/Calendar/OtsCalendar.js"
-import { simulatedBlockHeaders } from "../../src/Platform/Calendar/SimulatedCalendar.js"
+import { SimulatedBitcoinChain } from "../../src/Platform/Calendar/SimulatedCalendar.js"
 import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../helpers/simulatedCalendarServer.js"
 import { AppConfig, type AppConfigShape } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
@@ -171,17 +171,18 @@ for (const dialect of await dialects()) {
   describe(`Anchorer (${dialect}, two simulated calendars over HTTP)`, () => {
     let calA: SimulatedCalendarServer
     let calB: SimulatedCalendarServer
-    /** Two Esplora header sources over HTTP (they serve this process's simulated chain). */
+    /** Two Esplora header sources over HTTP (they serve the chain both calendars mine on). */
     let srcA: SimulatedCalendarServer
     let srcB: SimulatedCalendarServer
+    const chain = new SimulatedBitcoinChain()
     const open: Array<Ctx> = []
 
     beforeAll(async () => {
       ;[calA, calB, srcA, srcB] = await Promise.all([
-        startSimulatedCalendarServer(),
-        startSimulatedCalendarServer(),
-        startSimulatedCalendarServer(),
-        startSimulatedCalendarServer()
+        startSimulatedCalendarServer({ chain }),
+        startSimulatedCalendarServer({ chain }),
+        startSimulatedCalendarServer({ chain }),
+        startSimulatedCalendarServer({ chain })
       ])
     })
     afterAll(async () => {
@@ -256,9 +257,9 @@ for (const dialect of await dialects()) {
       expect(fields.merkleRoot).toBe(expected.merkleRoot)
       expect(fields.bits).toBe(REGTEST_BITS)
       expect(meetsTarget(headerBytes(header))).toBe(true)
-      const mined = simulatedBlockHeaders().get(expected.height)!
+      const mined = chain.headers().get(expected.height)!
       expect(mined.header).toBe(header)
-      const parent = simulatedBlockHeaders().get(expected.height - 1)
+      const parent = chain.headers().get(expected.height - 1)
       if (parent !== undefined) expect(fields.prevBlockHash).toBe(parent.hash)
       expect(t2.dailyRoot).toBe(expected.dailyRoot)
       expect(t2.dailyRoot).toMatch(HEX64)
@@ -637,7 +638,7 @@ for (const dialect of await dialects()) {
       expect((await run(health)).checks.bitcoin).toBe("ok")
       expect((await run(bitcoinTier)).last_error).toBeNull()
       const day = await run(dayOf(out.dailyRootId))
-      expect(day.bitcoinHeader).toBe(simulatedBlockHeaders().get(day.bitcoinHeight!)!.header)
+      expect(day.bitcoinHeader).toBe(chain.headers().get(day.bitcoinHeight!)!.header)
       for (const a of await run(reload(ids))) {
         expect(a.level).toBe("T2")
         expect(a.t2Block).toBe(block.height)

@@ -218,6 +218,21 @@ for (const dialect of await dialects()) {
         expect(statusOf(badKey), badKey.slice(0, 200)).toBe("401")
       })
 
+      it("an upload refused before its body is read: a node client sending all of it reads its 401 (no reset)", async () => {
+        // The answer goes out at once; the connection closes only once the body has arrived (read and dropped).
+        const body = Buffer.alloc(2 * 1024 * 1024, 0x20)
+        for (const connection of ["close", "keep-alive"]) {
+          const r = await rawRequest(server.url, {
+            method: "POST",
+            path: "/v1/attest",
+            headers: { "content-type": "application/json", "content-length": String(body.length), connection },
+            chunks: [body]
+          })
+          expectEnvelope(r, 401, "AUTH_ERROR")
+          expect(r.headers.get("connection")).toBe("close")
+        }
+      })
+
       it("every keyed route with a body: no key or a bad body → 401; a key without the scope → 403 (both paths)", async () => {
         const { key: scopeless } = await server.createKey({ scopes: [] })
         const routes = keyedBodyRoutes()

@@ -23,9 +23,14 @@ const HEX64 = /^[0-9a-f]{64}$/
  * over a raw socket; resolves with the raw reply. By default the
  * body is streamed slowly and writing stops once the server answers; with
  * `heedless`, the client reads nothing until it has written the whole body,
- * as slowly.
+ * as slowly. The request asks for `Connection: close` unless `keepAlive`.
  */
-const chunkedUpload = (base: string, path: string, size: number, options: { readonly heedless?: boolean } = {}): Promise<string> => {
+const chunkedUpload = (
+  base: string,
+  path: string,
+  size: number,
+  options: { readonly heedless?: boolean; readonly keepAlive?: boolean; readonly headers?: Record<string, string> } = {}
+): Promise<string> => {
   const port = Number(new URL(base).port)
   const body = JSON.stringify({ hash_hex: randomHash(), pad: "a".repeat(size) })
   return new Promise((resolve) => {
@@ -37,7 +42,11 @@ const chunkedUpload = (base: string, path: string, size: number, options: { read
     sock.on("data", (d) => {
       answered = true
       data += d.toString("utf8")
-      if (/\r\n\r\n/.test(data) && /"\}$|\}\r\n0\r\n\r\n$/.test(data)) sock.end()
+      // the whole reply: its Content-Length read, or the last chunk of a chunked one
+      const head = data.indexOf("\r\n\r\n")
+      const length = head < 0 ? null : /content-length: (\d+)/i.exec(data.slice(0, head))
+      const whole = length ? Buffer.byteLength(data.slice(head + 4)) >= Number(length[1]) : /\r\n0\r\n\r\n$/.test(data)
+      if (head >= 0 && whole) sock.end()
     })
     sock.on("error", (e) => {
       data += ` [socket error: ${e.message}]`
@@ -46,7 +55,9 @@ const chunkedUpload = (base: string, path: string, size: number, options: { read
       clearTimeout(timer)
       resolve(data)
     })
-    sock.write(`POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n`)
+    const extra = Object.entries(options.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join("")
+    const connection = options.keepAlive ? "" : "Connection: close\r\n"
+    sock.write(`POST ${path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n${connection}${extra}\r\n`)
     const step = 64 * 1024
     const write = (i: number) => {
       if ((answered && !options.heedless) || sock.destroyed) return
@@ -190,6 +201,17 @@ for (const dialect of await dialects()) {
           expect(reply.slice(0, 12), `raw reply: ${JSON.stringify(reply.slice(0, 200))}`).toBe("HTTP/1.1 413")
           expect(reply).toContain("VALIDATION_ERROR")
         }
+      })
+
+      it("a body over the limit (chunked) from a keep-alive client: 413 with Connection: close", async () => {
+        const reply = await chunkedUpload(server.url, "/v1/verify", 64 * 1024, { keepAlive: true })
+        expect(reply.slice(0, 12), `raw reply: ${JSON.stringify(reply.slice(0, 200))}`).toBe("HTTP/1.1 413")
+        expect(reply.toLowerCase()).toContain("connection: close")
+      })
+
+      it("a chunked body just under 1 MiB, streamed in pieces, is read whole (attest)", async () => {
+        const reply = await chunkedUpload(server.url, "/v1/attest", 1024 * 1024 - 200, { headers: { authorization: `Bearer ${key}` } })
+        expect(reply.slice(0, 12), `raw reply: ${JSON.stringify(reply.slice(0, 200))}`).toBe("HTTP/1.1 201")
       })
 
       it("a small chunked body is read", async () => {

@@ -10,7 +10,7 @@ import * as http from "node:http"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clientAddressOf, parseTrustProxy } from "../../src/Platform/ClientAddress.js"
-import { chargePublic, publicBucketOf } from "../../src/Auth/PublicLimit.js"
+import { makePublicLimit, publicBucketOf } from "../../src/Auth/PublicLimit.js"
 import { makeMemoryLimiter, MEMORY_LIMITER_MAX_KEYS } from "../../src/Auth/RateLimiter.js"
 import { AppConfig, appConfig, DEFAULT_PUBLIC_RATE_LIMIT, DEFAULT_SERVER_LIMITS } from "../../src/Platform/Config.js"
 import { dialects } from "../helpers/databases.js"
@@ -172,7 +172,8 @@ describe("a full address is refused without asking the store", () => {
       const limiter = { hit: (...a: Parameters<typeof memory.hit>) => (storeHits++, memory.hit(...a)) }
       const config = AppConfig.make({ publicRateLimit: Option.some(3) })
       const meta = { requestId: "r", clientIp: "192.0.2.1", path: "/verify", rateLimit: undefined }
-      const charge = (cost = 1) => Effect.either(chargePublic(config, limiter, { ...meta }, cost))
+      const publicLimit = makePublicLimit(config, limiter)
+      const charge = (cost = 1) => Effect.either(publicLimit.charge({ ...meta }, cost))
       for (let i = 0; i < 3; i++) expect(Either.isRight(yield* charge())).toBe(true)
       const refused = yield* charge()
       expect(Either.isLeft(refused) && refused.left.rateLimit.retryAfter).toBe(60)
@@ -184,11 +185,24 @@ describe("a full address is refused without asking the store", () => {
       }
       expect(storeHits).toBe(4)
       // another address is asked about as usual
-      expect(Either.isRight(yield* Effect.either(chargePublic(config, limiter, { ...meta, clientIp: "192.0.2.2" })))).toBe(true)
+      expect(Either.isRight(yield* Effect.either(publicLimit.charge({ ...meta, clientIp: "192.0.2.2" })))).toBe(true)
       expect(storeHits).toBe(5)
       yield* TestClock.adjust(Duration.seconds(30))
       expect(Either.isRight(yield* charge())).toBe(true)
       expect(storeHits).toBe(6)
+    }))
+
+  effectIt.effect("each public limit remembers its own full addresses", () =>
+    Effect.gen(function*() {
+      const limiter = makeMemoryLimiter()
+      const config = AppConfig.make({ publicRateLimit: Option.some(1) })
+      const meta = { requestId: "r", clientIp: "192.0.2.9", path: "/verify", rateLimit: undefined }
+      const first = makePublicLimit(config, limiter)
+      expect(Either.isRight(yield* Effect.either(first.charge({ ...meta })))).toBe(true)
+      expect(Either.isLeft(yield* Effect.either(first.charge({ ...meta })))).toBe(true)
+      // another server's limit over another store knows nothing of it
+      const second = makePublicLimit(config, makeMemoryLimiter())
+      expect(Either.isRight(yield* Effect.either(second.charge({ ...meta })))).toBe(true)
     }))
 })
 

@@ -7,7 +7,7 @@
 import { Effect, HashMap, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { Writable } from "node:stream"
 import { describe, expect, it } from "vitest"
-import { directLogger, jsonLoggerTo } from "../../src/Platform/Logging.js"
+import { directLogger, JsonLines, jsonLoggingLayer, jsonLoggingTo } from "../../src/Platform/Logging.js"
 
 /** A sink collecting what the JSON logger writes (it batches lines per turn of the event loop). */
 const sink = () => {
@@ -39,8 +39,7 @@ describe("directLogger", () => {
   it("writes the line Effect.log writes, with the runtime's annotations, key-shaped strings redacted", async () => {
     const viaFiber = sink()
     const viaDirect = sink()
-    const layer = (out: Writable) =>
-      Layer.merge(Logger.replace(Logger.defaultLogger, jsonLoggerTo(out)), Logger.minimumLogLevel(LogLevel.Info))
+    const layer = (out: Writable) => Layer.merge(jsonLoggingLayer(out), Logger.minimumLogLevel(LogLevel.Info))
     const withSecret = { ...annotations, note: "atk_live_ABCDEFGHIJKLMNOP and shr_ABCDEFGHIJKL" }
 
     const fiberRuntime = ManagedRuntime.make(layer(viaFiber.out))
@@ -66,6 +65,20 @@ describe("directLogger", () => {
     expect(rest2).toMatchObject({ level: "info", message: "request", service: "attestd", status: 201, key_id: "key_1" })
     expect(JSON.stringify(line)).not.toContain("ABCDEFGHIJ")
     expect(rest2.note).toBe("atk_live_[redacted] and shr_[redacted]")
+  })
+
+  it("takes the JSON logger's direct line, built with it, instead of its record", async () => {
+    const { out, lines } = sink()
+    const json = jsonLoggingTo(out)
+    const direct: Array<unknown> = []
+    const rt = ManagedRuntime.make(Layer.merge(
+      Logger.replace(Logger.defaultLogger, json.logger),
+      Layer.succeed(JsonLines, { logger: json.logger, line: (level, message) => direct.push([level.label, message]) })
+    ))
+    directLogger(await rt.runtime())(LogLevel.Info, "request", annotations)
+    await rt.dispose()
+    expect(direct).toEqual([["INFO", "request"]])
+    expect(await lines()).toEqual([])
   })
 
   it("gives any other logger Effect's usual record, annotations included", async () => {

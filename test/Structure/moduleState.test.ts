@@ -8,9 +8,10 @@
  *
  * What counts, read with TypeScript's parser (nothing is run): a top-level
  * `let` or `var`; a top-level `const` holding a new mutable collection (Map,
- * Set, WeakMap, WeakSet, an array or a typed array) unless its declared type is
- * Readonly (then the compiler keeps it constant); and a top-level `const`
- * whose properties are assigned or incremented anywhere in its module. State
+ * Set, WeakMap, WeakSet, an array literal or a typed array) unless its declared
+ * type is Readonly or the array is `as const` (then the compiler keeps it
+ * constant); and a top-level `const` whose properties are assigned or
+ * incremented anywhere in its module. State
  * held in a closure returned by a call at the top level (`keepingLast` in
  * src/Domain/Time.ts) is not seen.
  */
@@ -21,23 +22,12 @@ import { describe, expect, it } from "vitest"
 
 const ROOT = resolve(import.meta.dirname, "../..")
 
-/** "path name" → why sharing it across everything in the process is sound. */
-const DECLARED: Readonly<Record<string, string>> = {
-  // Caches of pure functions of their key: sharing one is invisible but for speed. Each is bounded.
-  "src/Attestations/Import.ts thumbprints": "cache: JWK thumbprint by (x, y); cleared at 1,000",
-  "src/Attestations/Import.ts keyCache": "cache: parsed public key by (x, y); cleared at 1,000",
-  "src/Platform/Metrics.ts tokenExpiries": "cache: each TSA's earliest certificate expiry, one entry per provider, renewed when its latest token's digest changes",
-  // Keyed by an object whose life it follows: state of that object, not of the module.
-  "src/Auth/PublicLimit.ts blockedBy": "per limiter instance (WeakMap)",
-  "src/Platform/Logging.ts directLines": "per logger instance (WeakMap)",
-  // Process-wide by nature.
-  "src/Platform/Metrics.ts counted": "process CPU and event-loop counters: one process, one set (Effect's metric registry is global too)",
-  "src/Platform/Tsa/Rfc3161.ts engineSet": "pkijs' crypto engine is a global of pkijs; set once",
-  // Demo and tests only: one simulated Bitcoin chain that every simulated calendar in the process mines on.
-  "src/Platform/Calendar/SimulatedCalendar.ts chainHeaders": "the simulated chain's headers (demo mode and tests)",
-  "src/Platform/Calendar/SimulatedCalendar.ts nextHeight": "the simulated chain's next height",
-  "src/Platform/Calendar/SimulatedCalendar.ts lastHash": "the simulated chain's tip"
-}
+/**
+ * "path name" → why sharing it across everything in the process is sound. Empty:
+ * caches, limits, the simulated chain and the loggers' lines live in the
+ * services and layers that own them.
+ */
+const DECLARED: Readonly<Record<string, string>> = {}
 
 const MUTABLE_CLASSES = new Set([
   "Map",
@@ -104,6 +94,8 @@ const moduleStateOf = (path: string, text: string): Array<ModuleState> => {
       } else if (init !== undefined && ts.isNewExpression(init) && ts.isIdentifier(init.expression) &&
         MUTABLE_CLASSES.has(init.expression.text) && !isReadonlyType(d.type)) {
         found.push({ name, line: lineOf(d), kind: "collection" })
+      } else if (init !== undefined && ts.isArrayLiteralExpression(init) && !isReadonlyType(d.type)) {
+        found.push({ name, line: lineOf(d), kind: "collection" })
       } else if (init !== undefined && ts.isObjectLiteralExpression(init)) {
         objects.set(name, lineOf(d))
       }
@@ -151,12 +143,16 @@ describe("module-level state", () => {
       "const config = { depth: 2 }",
       "const shape = { n: 1 }",
       "export const hit = () => { stats.hits++; shape.n; let local = 0; const m = new Map(); local += m.size; return local }",
-      "const reset = () => { config[\"depth\"] = 3 }"
+      "const reset = () => { config[\"depth\"] = 3 }",
+      "const names = [\"a\"]",
+      "const fixed: ReadonlyArray<string> = [\"a\"]",
+      "const literal = [\"a\"] as const"
     ].join("\n")
     expect(moduleStateOf("example.ts", text)).toEqual([
       { name: "count", line: 1, kind: "let" },
       { name: "legacy", line: 2, kind: "let" },
       { name: "cache", line: 3, kind: "collection" },
+      { name: "names", line: 11, kind: "collection" },
       { name: "stats", line: 6, kind: "mutated object" },
       { name: "config", line: 7, kind: "mutated object" }
     ])

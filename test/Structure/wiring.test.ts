@@ -33,6 +33,7 @@ const SINGLETONS = [
   "Auth/ApiKeyRepo",
   "Auth/Authenticator",
   "Auth/RateLimiter",
+  "Auth/PublicLimit",
   "Platform/HealthChecks",
   "Sealing/Sealer",
   "Anchoring/Anchorer",

@@ -3,8 +3,9 @@
  * (tests and the anchor benchmark only): the protocol of a calendar over a
  * `SimulatedCalendarCore` (src/Platform/Calendar/SimulatedCalendar.ts), mined
  * explicitly with `mine()`, with switches for outages, slowness and a lying
- * chain. It also answers the Esplora header endpoints for the process-wide
- * simulated chain.
+ * chain. It also answers the Esplora header endpoints for its simulated chain:
+ * a fresh one unless `chain` is given (servers given the same chain serve each
+ * other's blocks).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -13,8 +14,8 @@ import { bytesToHex } from "../../src/Domain/Ots.js"
 import { MAX_SUBMIT_DIGEST_BYTES } from "../../src/Platform/Calendar/OtsCalendar.js"
 import {
   SIMULATED_CALENDAR_LABEL,
+  SimulatedBitcoinChain,
   type SimulatedBlockHeader,
-  simulatedBlockHeaders,
   SimulatedCalendarCore
 } from "../../src/Platform/Calendar/SimulatedCalendar.js"
 
@@ -31,7 +32,10 @@ export interface SimulatedCalendarServer {
   setLying(lying: boolean): void
   /** Number of accepted POST /digest requests. */
   readonly submissions: number
+  /** Blocks this calendar mined: height → header. */
   blockHeaders(): ReadonlyMap<number, SimulatedBlockHeader>
+  /** The chain it mines on and serves headers of. */
+  readonly chain: SimulatedBitcoinChain
   close(): Promise<void>
 }
 
@@ -52,9 +56,10 @@ const readBody = (req: IncomingMessage): Promise<Uint8Array | null> =>
   })
 
 export const startSimulatedCalendarServer = async (
-  opts: { readonly host?: string } = {}
+  opts: { readonly host?: string; readonly chain?: SimulatedBitcoinChain } = {}
 ): Promise<SimulatedCalendarServer> => {
   const host = opts.host ?? "127.0.0.1"
+  const chain = opts.chain ?? new SimulatedBitcoinChain()
   let down = false
   let lying = false
   let slowMs = 0
@@ -101,12 +106,12 @@ export const startSimulatedCalendarServer = async (
     }
     const byHeight = /^\/block-height\/(\d{1,10})$/.exec(path)
     if (req.method === "GET" && byHeight !== null) {
-      const h = simulatedBlockHeaders().get(Number(byHeight[1]))
+      const h = chain.headers().get(Number(byHeight[1]))
       return h === undefined ? send(res, 404, "Block not found", "text/plain") : send(res, 200, served(h).hash, "text/plain")
     }
     const byHash = /^\/block\/([0-9a-f]{64})\/header$/.exec(path)
     if (req.method === "GET" && byHash !== null) {
-      const h = [...simulatedBlockHeaders().values()].map(served).find((b) => b.hash === byHash[1])
+      const h = [...chain.headers().values()].map(served).find((b) => b.hash === byHash[1])
       return h === undefined ? send(res, 404, "Block not found", "text/plain") : send(res, 200, h.header, "text/plain")
     }
     if (req.method === "GET" && path === "/") return send(res, 200, `${SIMULATED_CALENDAR_LABEL}\n`, "text/plain")
@@ -141,7 +146,7 @@ export const startSimulatedCalendarServer = async (
   })
   const { port } = server.address() as AddressInfo
   const url = `http://${host}:${port}`
-  const theCore = new SimulatedCalendarCore(url)
+  const theCore = new SimulatedCalendarCore(url, chain)
   core = theCore
 
   return {
@@ -164,6 +169,7 @@ export const startSimulatedCalendarServer = async (
       return theCore.submissions
     },
     blockHeaders: () => theCore.blockHeaders(),
+    chain,
     close: () =>
       new Promise<void>((resolve) => {
         for (const t of timers) clearTimeout(t)

@@ -2,12 +2,15 @@
  * The browser verification page (issue 10 §3): the portable core of src/Verify
  * behind a small UI. Everything runs here; nothing is uploaded. The only
  * requests the page makes: same-origin `?id=` evidence and `?brand=` lookups,
- * and, when the user presses "Check the chain", the Esplora sources they named.
+ * the instance's TSA chain (GET /v1/timestamp/certchain) for a dropped time-stamp
+ * token, and, when the user presses "Check the chain", the Esplora sources they named.
  */
 import { sha256 } from "@noble/hashes/sha2.js"
 import { bytesToHex } from "@noble/hashes/utils.js"
 import { shown } from "../../src/Verify/Display.js"
 import { summarize, verifyBundle } from "../../src/Verify/Verifier.js"
+import { parseTimeStampToken } from "../../src/Platform/Tsa/Rfc3161.js"
+import { summarizeToken, tokenOfFile, type TokenReport, type TokenVerifyOptions, verifyTimestampToken } from "../../src/Verify/Token.js"
 
 declare const __HASH_WORKER_SOURCE__: string
 
@@ -88,6 +91,10 @@ export const verify = async (bundle: unknown, options: PageVerifyOptions = {}): 
   return (await verifyBundle(bundle, core as Parameters<typeof verifyBundle>[1])) as unknown as AnyReport
 }
 
+/** A time-stamp reply or token (DER), checked as `attestd verify --tsr` checks it. */
+export const verifyToken = async (tsr: Uint8Array, options: TokenVerifyOptions = {}): Promise<AnyReport> =>
+  (await verifyTimestampToken(tokenOfFile(tsr), options)) as unknown as AnyReport
+
 // ---------------------------------------------------------------------------
 // Report reading (tolerant of the report's additive fields)
 
@@ -148,7 +155,10 @@ const state = {
   userKeys: null as Array<Record<string, unknown>> | null,
   userTsaPem: null as string | null,
   report: null as AnyReport | null,
-  bundle: null as unknown
+  bundle: null as unknown,
+  /** A time-stamp token to verify instead of a bundle. */
+  tsr: null as { readonly name: string; readonly bytes: Uint8Array } | null,
+  documentFile: null as File | null
 }
 
 const setMessage = (text: string, kind: "info" | "error" = "info") => {
@@ -205,20 +215,43 @@ const STATUS_TEXT: Record<string, string> = {
   unanchored: "math holds, but not anchored in anything trusted"
 }
 
+/** The rows a token's report has before its evidence's tiers: the data, the token, the evidence. */
+const tokenRows = (r: AnyReport): Array<HTMLElement> => {
+  const row = (name: string, label: string, check: AnyReport | undefined, trusts: string, when: string | null) =>
+    check === undefined ? [] : [el("li", { "data-tier": name, "data-status": String(check.status), class: `tier ${String(check.status)}` },
+      el("div", { class: "tier-head" }, el("strong", {}, label), el("span", { class: "badge" }, STATUS_TEXT[check.status] ?? String(check.status))),
+      el("div", { class: "trusts" }, trusts),
+      ...(when !== null ? [el("div", { class: "when" }, when)] : []),
+      el("div", { class: "detail" }, shown(String(check.detail ?? ""))))]
+  const token = r.checks?.token
+  const genTime = typeof token?.gen_time === "string" && (token.status === "ok" || token.status === "unanchored") ? token.gen_time : null
+  return [
+    ...row("token", `Time-stamp token ${shown(String(token?.serial_number ?? ""))}`, token,
+      `Trusts: the time-stamping authority (RFC 3161) and its certificate chain — ${shown(typeof token?.trust === "string" ? token.trust : "no TSA chain given")}`,
+      genTime === null ? null : `Time-stamped at ${shown(genTime)} (its imprint existed no later than then)`),
+    ...row("input", "The data", r.checks?.input, "Compared with the token's imprint", null),
+    ...row("evidence", "The token's evidence", r.checks?.evidence, "The instance registered this token: its SHA-256 is attested, sealed and anchored like any hash", null)
+  ]
+}
+
 const render = (r: AnyReport, bundle: unknown) => {
   const v = verdictOf(r)
+  const isToken = r.checks?.token !== undefined
   const out = $<HTMLElement>("#result")
   out.hidden = false
   const verdict = $<HTMLElement>("#verdict")
   verdict.dataset.verdict = v
   verdict.textContent = v === "verified"
-    ? `Verified up to ${r.verified_level ?? "—"}`
+    ? isToken
+      ? `Verified: time-stamp token ${r.checks.token.serial_number}${r.verified_level ? `, its evidence up to ${r.verified_level}` : ""}`
+      : `Verified up to ${r.verified_level ?? "—"}`
     : v === "partial"
     ? "Partial: some math holds against nothing this page trusts"
     : "Verification failed"
   const tiers = $<HTMLElement>("#tiers")
-  tiers.replaceChildren()
+  tiers.replaceChildren(...(isToken ? tokenRows(r) : []))
   for (const tier of TIERS) {
+    if (isToken && r.checks?.[tier.toLowerCase()] === undefined) continue
     const status = statusOf(r, tier)
     const check = r.checks?.[tier.toLowerCase()]
     const when = status === "ok" || status === "unanchored" ? timeOf(tier, r, bundle) : null
@@ -233,28 +266,94 @@ const render = (r: AnyReport, bundle: unknown) => {
   $<HTMLElement>("#notes").replaceChildren(...notes.map((n) => el("li", {}, shown(n))))
   $<HTMLPreElement>("#summary").textContent = (() => {
     try {
-      return summarize(r as never)
+      return isToken ? summarizeToken(r as TokenReport) : summarize(r as never)
     } catch {
       return ""
     }
   })()
   $<HTMLButtonElement>("[data-action=download]").disabled = false
-  $<HTMLButtonElement>("[data-action=chain-check]").disabled = !(bundle as any)?.t2
+  $<HTMLButtonElement>("[data-action=chain-check]").disabled = !(bundle as any)?.t2 || isToken
+}
+
+/** The instance's TSA chain (GET /v1/timestamp/certchain), or null where there is none to ask. */
+const publishedChain = async (): Promise<string | null> => {
+  if (!/^https?:$/.test(location.protocol)) return null
+  try {
+    const res = await fetch(`${location.origin}/v1/timestamp/certchain`)
+    const text = res.ok ? await res.text() : ""
+    return text.includes("-----BEGIN CERTIFICATE-----") ? text : null
+  } catch {
+    return null
+  }
+}
+
+/** Options for a token: its TSA chain, the data or hash, and its evidence (checked against the published trust). */
+const tokenOptions = async (token: Uint8Array): Promise<TokenVerifyOptions> => {
+  const o: { -readonly [K in keyof TokenVerifyOptions]?: TokenVerifyOptions[K] } = {}
+  if (state.userTsaPem !== null) {
+    o.tsaChainPem = state.userTsaPem
+    o.tsaChainLabel = "the TSA chain you loaded"
+  } else {
+    const chain = await publishedChain()
+    if (chain !== null) {
+      o.tsaChainPem = chain
+      o.tsaChainLabel = `TSA chain published by ${location.origin}`
+    }
+  }
+  const typed = $<HTMLInputElement>("input[name=hash]").value.trim().toLowerCase()
+  if (state.documentFile !== null) {
+    let algorithm = "SHA-256"
+    try {
+      algorithm = parseTimeStampToken(token).hash_algorithm
+    } catch {
+      // the token check reports an unreadable token
+    }
+    if (algorithm === "SHA-256" && state.documentDigest !== null) o.dataDigests = { "SHA-256": state.documentDigest }
+    else o.data = new Uint8Array(await state.documentFile.arrayBuffer())
+  } else if (typed !== "") o.hash = typed
+  const evidence = $<HTMLTextAreaElement>("textarea[name=evidence]").value.trim()
+  if (evidence !== "") {
+    o.evidence = parseEvidence()
+    const { tsaCaPem: _user, ...published } = trustOptions()
+    const e = state.embedded
+    o.evidenceOptions = { ...published, ...(e?.tsaCaPem && e.tsaCaPem.length > 0 ? { tsaCaPem: e.tsaCaPem.join("\n") } : {}) }
+  }
+  return o
+}
+
+const runVerifyToken = async (tsr: { readonly name: string; readonly bytes: Uint8Array }) => {
+  let token: Uint8Array
+  try {
+    token = tokenOfFile(tsr.bytes)
+  } catch (e) {
+    throw new Error(`${tsr.name}: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  return { report: (await verifyTimestampToken(token, await tokenOptions(token))) as unknown as AnyReport, bundle: null }
 }
 
 const runVerify = async (extra: Record<string, unknown> = {}, drop: ReadonlyArray<string> = []) => {
-  const button = $<HTMLButtonElement>("[data-action=verify]")
-  button.disabled = true
-  try {
+  if (state.tsr !== null) {
+    const tsr = state.tsr
+    return checkAndRender(() => runVerifyToken(tsr))
+  }
+  return checkAndRender(async () => {
     const bundle = parseEvidence()
     const options: Record<string, unknown> = { ...trustOptions(), ...extra }
     for (const k of drop) delete options[k]
     const typed = $<HTMLInputElement>("input[name=hash]").value.trim().toLowerCase()
     if (state.documentDigest !== null) options.dataSha256 = state.documentDigest
     else if (typed !== "") options.hash = typed
+    return { report: await verify(bundle, options), bundle }
+  })
+}
+
+const checkAndRender = async (check: () => Promise<{ readonly report: AnyReport; readonly bundle: unknown }>) => {
+  const button = $<HTMLButtonElement>("[data-action=verify]")
+  button.disabled = true
+  try {
     setMessage("Verifying…")
     const started = performance.now()
-    const report = await verify(bundle, options)
+    const { report, bundle } = await check()
     const ms = performance.now() - started
     state.report = report
     state.bundle = bundle
@@ -289,6 +388,7 @@ const onDrop = (zone: HTMLElement, handle: (f: File) => void) => {
 
 const hashDocument = async (f: File) => {
   state.documentDigest = null
+  state.documentFile = f
   const out = $<HTMLElement>("#document-digest")
   out.textContent = `Hashing ${f.name} (${f.size} bytes) in this browser…`
   const digest = await hashBlob(f, (p) => (out.textContent = `Hashing ${f.name}… ${Math.round(p * 100)}%`))
@@ -373,7 +473,30 @@ const start = () => {
     const t = await readFileText(evidenceFile)
     if (t !== null) evidenceText.value = t
   })
-  onDrop($("#evidence-zone"), async (f) => (evidenceText.value = await f.text()))
+  const tsrFile = $<HTMLInputElement>("input[type=file][name=tsr]")
+  const loadToken = async (f: File) => {
+    state.tsr = { name: f.name, bytes: new Uint8Array(await f.arrayBuffer()) }
+    const box = $<HTMLElement>("#token-loaded")
+    box.hidden = false
+    box.querySelector("span")!.textContent = `Time-stamp token ${f.name} (${f.size} bytes): Verify checks it.`
+    setMessage(`Loaded ${f.name}: Verify checks the time-stamp token${evidenceText.value.trim() === "" ? "" : " with the evidence above as its evidence"}.`)
+  }
+  tsrFile.addEventListener("change", () => {
+    const f = tsrFile.files?.[0]
+    if (f) void loadToken(f)
+  })
+  $<HTMLButtonElement>("[data-action=clear-tsr]").addEventListener("click", () => {
+    state.tsr = null
+    tsrFile.value = ""
+    $<HTMLElement>("#token-loaded").hidden = true
+    setMessage("")
+  })
+  // A DER file (a SEQUENCE, 0x30) dropped here is a time-stamp token; anything else is evidence JSON.
+  onDrop($("#evidence-zone"), async (f) => {
+    const head = new Uint8Array(await f.slice(0, 1).arrayBuffer())
+    if (head[0] === 0x30) await loadToken(f)
+    else evidenceText.value = await f.text()
+  })
   const documentFile = $<HTMLInputElement>("input[type=file][name=document]")
   documentFile.addEventListener("change", () => {
     const f = documentFile.files?.[0]
@@ -382,6 +505,7 @@ const start = () => {
   onDrop($("#document-zone"), (f) => void hashDocument(f).catch((e) => setMessage(String(e), "error")))
   $<HTMLInputElement>("input[name=hash]").addEventListener("input", () => {
     state.documentDigest = null
+    state.documentFile = null
     $<HTMLElement>("#document-digest").textContent = ""
   })
   const keysFile = $<HTMLInputElement>("input[type=file][name=keys]")
@@ -442,6 +566,7 @@ declare global {
   interface Window {
     attestdVerifier: {
       verify: typeof verify
+      verifyToken: typeof verifyToken
       hashBlob: typeof hashBlob
       webCrypto: boolean
       readonly embedded: EmbeddedTrust | null
@@ -451,6 +576,7 @@ declare global {
 
 window.attestdVerifier = {
   verify,
+  verifyToken,
   hashBlob,
   webCrypto: webCryptoAvailable(),
   get embedded() {

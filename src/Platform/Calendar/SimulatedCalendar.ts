@@ -13,7 +13,7 @@
  *     attestation at a simulated height (from 900000 upwards).
  *
  * Two ways to use it:
- *   - `layerSimulated({ confirmDelayMs })`: in-process OtsCalendar (no HTTP),
+ *   - `layerSimulated({ confirmDelayMs, chain })`: in-process OtsCalendar (no HTTP),
  *     `simulated: true`, url `simulated://attestd-demo-calendar`; a block is
  *     mined lazily on upgrade once `confirmDelayMs` has elapsed since the
  *     submission, measured with the Effect Clock (TestClock-friendly) unless a
@@ -27,11 +27,12 @@
  * time, regtest nBits 0x207fffff and a nonce meeting it), so simulated proofs
  * verify with the same code as real ones.
  *
- * The in-memory calendars here (tests) share one process-wide chain: heights are
- * unique and `simulatedBlockHeaders()` maps each height to its header. The test
- * HTTP server also answers the Esplora header endpoints for that chain. The
- * demo instance's calendar keeps its chain in the database instead
- * (SimulatedChain.ts), so a restart loses nothing.
+ * The in-memory calendars here (tests) mine on the `SimulatedBitcoinChain` they
+ * are given: calendars given the same one share its heights, and its
+ * `headers()` maps each height to its header. The test HTTP server also answers
+ * the Esplora header endpoints for its chain. The demo instance's calendar keeps
+ * its chain in the database instead (SimulatedChain.ts), so a restart loses
+ * nothing.
  */
 import { createHash, randomBytes } from "node:crypto"
 import { Clock, Effect, Layer } from "effect"
@@ -92,17 +93,6 @@ export const mineSimulatedBlock = (input: {
   }
 }
 
-// ---------------------------------------------------------------------------
-// Process-wide simulated chain
-// ---------------------------------------------------------------------------
-
-const chainHeaders = new Map<number, SimulatedBlockHeader>()
-let nextHeight = SIMULATED_START_HEIGHT
-let lastHash = SIMULATED_GENESIS_PREV
-
-/** Every simulated block mined in this process so far: height → header. */
-export const simulatedBlockHeaders = (): ReadonlyMap<number, SimulatedBlockHeader> => new Map(chainHeaders)
-
 const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(createHash("sha256").update(b).digest())
 const sha256d = (b: Uint8Array): Uint8Array => sha256(sha256(b))
 const cat = (a: Uint8Array, b: Uint8Array): Uint8Array => {
@@ -133,6 +123,42 @@ const bitcoinMerkle = (leaves: ReadonlyArray<Uint8Array>): { root: Uint8Array; p
   return { root: level[0]!.hash, paths }
 }
 
+/**
+ * A simulated Bitcoin chain in memory: every block mined on it, height → header.
+ * Calendars that share one (several test calendar servers, the Esplora header
+ * endpoints that serve their blocks) see one chain with unique heights.
+ */
+export class SimulatedBitcoinChain {
+  private readonly byHeight = new Map<number, SimulatedBlockHeader>()
+  private nextHeight = SIMULATED_START_HEIGHT
+  private tip = SIMULATED_GENESIS_PREV
+
+  /** Mines the next block over `commitments` for `calendar`; its header and each commitment's proof. */
+  mine(calendar: string, timeSec: number, commitments: ReadonlyArray<Uint8Array>): {
+    readonly header: SimulatedBlockHeader
+    readonly proofs: ReadonlyArray<Uint8Array>
+  } {
+    const height = this.nextHeight++
+    const block = mineSimulatedBlock({ height, prevHash: this.tip, timeSec, commitments })
+    this.tip = block.hash
+    const header: SimulatedBlockHeader = {
+      height,
+      merkleRoot: block.merkleRoot,
+      time: timeSec,
+      calendar,
+      hash: block.hash,
+      header: block.header
+    }
+    this.byHeight.set(height, header)
+    return { header, proofs: block.proofs }
+  }
+
+  /** Every block mined on this chain so far: height → header. */
+  headers(): ReadonlyMap<number, SimulatedBlockHeader> {
+    return new Map(this.byHeight)
+  }
+}
+
 export interface Submission {
   readonly commitment: Uint8Array
   readonly submittedAt: number
@@ -145,7 +171,7 @@ export class SimulatedCalendarCore {
   private readonly headers = new Map<number, SimulatedBlockHeader>()
   submissions = 0
 
-  constructor(readonly url: string) {}
+  constructor(readonly url: string, private readonly chain: SimulatedBitcoinChain) {}
 
   submit(digest: Uint8Array, now: number): Uint8Array {
     this.submissions++
@@ -158,25 +184,13 @@ export class SimulatedCalendarCore {
   /** Mine a block containing the pending commitments selected by `include` (all by default). */
   mine(now: number, include: (s: Submission) => boolean = () => true): SimulatedBlockHeader {
     const included = [...this.pending.values()].filter(include)
-    const height = nextHeight++
-    const time = Math.floor(now / 1000)
-    const block = mineSimulatedBlock({ height, prevHash: lastHash, timeSec: time, commitments: included.map((s) => s.commitment) })
-    lastHash = block.hash
+    const { header, proofs } = this.chain.mine(this.url, Math.floor(now / 1000), included.map((s) => s.commitment))
     included.forEach((s, i) => {
       const key = bytesToHex(s.commitment)
-      this.proofs.set(key, block.proofs[i]!)
+      this.proofs.set(key, proofs[i]!)
       this.pending.delete(key)
     })
-    const header: SimulatedBlockHeader = {
-      height,
-      merkleRoot: block.merkleRoot,
-      time,
-      calendar: this.url,
-      hash: block.hash,
-      header: block.header
-    }
-    this.headers.set(height, header)
-    chainHeaders.set(height, header)
+    this.headers.set(header.height, header)
     return header
   }
 
@@ -216,6 +230,8 @@ export interface SimulatedCalendarOptions {
   readonly clock?: () => number
   /** Calendar URL written into pending attestations; default `simulated://attestd-demo-calendar`. */
   readonly url?: string
+  /** The chain its blocks are mined on (shared by every calendar given the same one). */
+  readonly chain: SimulatedBitcoinChain
 }
 
 export interface SimulatedCalendarService extends OtsCalendarService {
@@ -226,7 +242,7 @@ export interface SimulatedCalendarService extends OtsCalendarService {
 
 export const makeSimulatedCalendar = (opts: SimulatedCalendarOptions): SimulatedCalendarService => {
   const url = opts.url ?? SIMULATED_CALENDAR_URL
-  const core = new SimulatedCalendarCore(url)
+  const core = new SimulatedCalendarCore(url, opts.chain)
   const clock = opts.clock
   const now: Effect.Effect<number> = clock !== undefined ? Effect.sync(clock) : Clock.currentTimeMillis
   const checkUrl = (u: string): CalendarError | undefined =>

@@ -64,6 +64,9 @@ export const ephemeralKey = (): LoadedKey => {
 export const keyDir = (dataDir: string, role: KeyRole): string =>
   role === "t0" ? join(dataDir, "signing-keys") : join(dataDir, "signing-keys", role)
 
+/** Where the time-stamping authority's key files live: beside the T0 keys, in a folder of their own. */
+export const tsaKeyDir = (dataDir: string): string => keyDir(dataDir, "tsa")
+
 const ENCRYPTED = "-----BEGIN ENCRYPTED PRIVATE KEY-----"
 
 /** Whether a key file's PEM is encrypted PKCS#8. */
@@ -167,7 +170,8 @@ export const encryptKeyFiles = (dataDir: string, passphrase: string): { readonly
 export const readPassphrase = (file: Option.Option<string>): string | undefined =>
   Option.match(file, { onNone: () => undefined, onSome: (f) => readSecretFile(f, "passphrase file (ATTESTD_KEY_PASSPHRASE_FILE)") })
 
-const heldKey = (role: KeyRole, key: LoadedKey): HeldKey => ({
+/** A loaded key as custody holds it: it signs with node:crypto. */
+export const heldFileKey = (role: KeyRole, key: LoadedKey): HeldKey => ({
   role,
   kid: key.kid,
   jwk: key.jwk,
@@ -191,9 +195,9 @@ export const layerFileKeys = (dataDir: string, passphraseFile: Option.Option<str
         kind: "file",
         where: keyDir(dataDir, "t0"),
         held: (role) =>
-          Effect.try({ try: () => loadKeyFiles(dataDir, role, passphrase).map((k) => heldKey(role, k)), catch: custodyError }),
+          Effect.try({ try: () => loadKeyFiles(dataDir, role, passphrase).map((k) => heldFileKey(role, k)), catch: custodyError }),
         generate: (role, nowMillis) =>
-          Effect.try({ try: () => heldKey(role, generateKeyFile(dataDir, role, nowMillis, passphrase)), catch: custodyError }),
+          Effect.try({ try: () => heldFileKey(role, generateKeyFile(dataDir, role, nowMillis, passphrase)), catch: custodyError }),
         healthy: Effect.succeed(true),
         parallelism: 1
       })

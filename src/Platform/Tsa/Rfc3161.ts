@@ -51,6 +51,9 @@ export const OID = {
   kpTimeStamping: "1.3.6.1.5.5.7.3.8"
 } as const
 
+/** The imprint algorithms a token may carry when the caller compares the imprint, with their lengths. */
+const IMPRINT_LENGTHS: Readonly<Record<string, number>> = { [OID.sha256]: 32, [OID.sha384]: 48, [OID.sha512]: 64 }
+
 const HASH_NAMES: Record<string, { readonly display: string; readonly node: string }> = {
   [OID.sha1]: { display: "SHA-1", node: "sha1" },
   [OID.sha256]: { display: "SHA-256", node: "sha256" },
@@ -85,18 +88,18 @@ export class TsaValidationError extends Error {
   }
 }
 
-let engineSet = false
-
-/** Point pkijs at Node's WebCrypto (idempotent). */
+/**
+ * Points pkijs at Node's WebCrypto. The engine is pkijs' own global; setting it
+ * is idempotent and costs an object, so each validation sets it rather than
+ * remembering that it did.
+ */
 export const ensureCryptoEngine = (): void => {
   const webcrypto = (globalThis as unknown as { crypto?: { subtle?: unknown } }).crypto
   if (webcrypto?.subtle === undefined) throw new TsaValidationError("WebCrypto (crypto.subtle) is not available: RFC 3161 tokens cannot be checked here")
-  if (engineSet) return
   pkijs.setEngine(
     "webcrypto",
     new pkijs.CryptoEngine({ name: "webcrypto", crypto: webcrypto as unknown as pkijs.CryptoEngineParameters["crypto"] })
   )
-  engineSet = true
 }
 
 // ---------------------------------------------------------------------------
@@ -162,7 +165,7 @@ const parseDer = (der: Uint8Array, what: string): asn1js.AsnType => {
  * above 2^53 (e.g. the 2.25.<uuid> policy of the demo TSA) as "{hex}", so we
  * decode them ourselves with bigint.
  */
-const oidToString = (oid: asn1js.ObjectIdentifier): string => {
+export const oidToString = (oid: asn1js.ObjectIdentifier): string => {
   const raw = oid.valueBeforeDecodeView.byteLength > 0 ? oid.valueBeforeDecodeView : new Uint8Array(oid.toBER())
   // Skip the identifier octet (OID tags are single-byte) and the length octets.
   const lenByte = raw[1] ?? 0
@@ -497,14 +500,23 @@ export interface ValidatedToken {
 }
 
 export interface ValidateOptions {
-  /** The 32-byte value that was time-stamped (the batch Merkle root). */
-  readonly digest: Uint8Array
+  /**
+   * The 32-byte value that was time-stamped (the batch Merkle root): the imprint must be
+   * SHA-256 and exactly it. null: the imprint is not compared here (a SHA-256, SHA-384 or
+   * SHA-512 imprint of its length is accepted); the caller compares it.
+   */
+  readonly digest: Uint8Array | null
   /** The request nonce (unsigned big-endian bytes); checked when given. */
   readonly nonce?: Uint8Array
   /** PEM bundle of trust anchors; required when requireChain is true. */
   readonly trustAnchorsPem?: string
   /** Chain the signer certificate to trustAnchorsPem (at genTime). */
   readonly requireChain: boolean
+  /**
+   * Certificates beside those the token embeds (PEM): the TSA's published chain, so a token
+   * requested without certReq can be checked too. The signer is found among both.
+   */
+  readonly certificatesPem?: string
 }
 
 /** pkijs' own texts for its code 15 ("Error during verification"); any other code 15 wraps an engine's message. */
@@ -531,7 +543,7 @@ const cmsFailure = (e: unknown): string => {
 }
 
 /** The signer certificate must carry a CRITICAL EKU whose only purpose is id-kp-timeStamping. */
-const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
+export const checkSignerCertificateUsage = (cert: pkijs.Certificate): void => {
   const exts = cert.extensions ?? []
   const eku = exts.find((e) => e.extnID === OID.extKeyUsage)
   if (!eku) throw new TsaValidationError("signer certificate has no extendedKeyUsage extension")
@@ -625,11 +637,19 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
 
   // Message imprint: SHA-256 over exactly our digest (compared directly, not re-hashed).
   const mi = tstInfo.messageImprint
-  if (mi.hashAlgorithm.algorithmId !== OID.sha256) {
-    throw new TsaValidationError(`message imprint algorithm is ${mi.hashAlgorithm.algorithmId}, expected SHA-256`)
-  }
-  if (!bytesEqual(copyBytes(mi.hashedMessage.valueBlock.valueHexView), opts.digest)) {
-    throw new TsaValidationError("message imprint does not match the digest")
+  const imprint = copyBytes(mi.hashedMessage.valueBlock.valueHexView)
+  if (opts.digest === null) {
+    const length = IMPRINT_LENGTHS[mi.hashAlgorithm.algorithmId]
+    if (length === undefined) {
+      const name = HASH_NAMES[mi.hashAlgorithm.algorithmId]?.display ?? mi.hashAlgorithm.algorithmId
+      throw new TsaValidationError(`message imprint algorithm is ${name}, expected SHA-256, SHA-384 or SHA-512`)
+    }
+    if (imprint.byteLength !== length) throw new TsaValidationError(`message imprint is ${imprint.byteLength} bytes, its algorithm gives ${length}`)
+  } else {
+    if (mi.hashAlgorithm.algorithmId !== OID.sha256) {
+      throw new TsaValidationError(`message imprint algorithm is ${mi.hashAlgorithm.algorithmId}, expected SHA-256`)
+    }
+    if (!bytesEqual(imprint, opts.digest)) throw new TsaValidationError("message imprint does not match the digest")
   }
 
   if (opts.nonce !== undefined) {
@@ -648,7 +668,19 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
   if (!(ct instanceof asn1js.ObjectIdentifier) || ct.valueBlock.toString() !== OID.tstInfo) {
     throw new TsaValidationError("signed contentType attribute is not id-ct-TSTInfo")
   }
-  if (decoded.certificates.length === 0) {
+  const certificates = [...decoded.certificates]
+  for (const der of opts.certificatesPem === undefined ? [] : pemToDers(opts.certificatesPem)) {
+    if (certificates.some((c) => bytesEqual(c.der, der))) continue
+    let cert: pkijs.Certificate
+    try {
+      cert = pkijs.Certificate.fromBER(der)
+    } catch (e) {
+      throw new TsaValidationError("a given TSA certificate is not a valid X.509 certificate", { cause: e })
+    }
+    certificates.push({ cert, der })
+    signedData.certificates = [...(signedData.certificates ?? []), cert]
+  }
+  if (certificates.length === 0) {
     throw new TsaValidationError("token embeds no certificate (certReq was not honoured)")
   }
 
@@ -677,7 +709,7 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
       // pkijs cannot build a path for that, so accept an exact DER match.
       const signer = e instanceof pkijs.SignedDataVerifyError && e.code === 5 ? e.signerCertificate : null
       const signerDer = signer
-        ? decoded.certificates.find(
+        ? certificates.find(
             (c) => c.cert.issuer.isEqual(signer.issuer) && c.cert.serialNumber.isEqual(signer.serialNumber)
           )?.der
         : undefined
@@ -692,7 +724,7 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
   if (result.signatureVerified !== true) throw new TsaValidationError("CMS signature does not verify")
   const signerCert = result.signerCertificate
   if (!signerCert) throw new TsaValidationError("signer certificate not found in token")
-  const signerEntry = decoded.certificates.find(
+  const signerEntry = certificates.find(
     (c) => c.cert.issuer.isEqual(signerCert.issuer) && c.cert.serialNumber.isEqual(signerCert.serialNumber)
   )
   if (!signerEntry) throw new TsaValidationError("signer certificate not found in token")
@@ -735,11 +767,13 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
  */
 export const verifyTokenOffline = (
   token: Uint8Array,
-  digest: Uint8Array,
-  trustAnchorsPem?: string
+  digest: Uint8Array | null,
+  trustAnchorsPem?: string,
+  certificatesPem?: string
 ): Promise<ValidatedToken> =>
   validateTimeStampToken(token, {
     digest,
     requireChain: trustAnchorsPem !== undefined,
-    ...(trustAnchorsPem !== undefined ? { trustAnchorsPem } : {})
+    ...(trustAnchorsPem !== undefined ? { trustAnchorsPem } : {}),
+    ...(certificatesPem !== undefined ? { certificatesPem } : {})
   })

@@ -10,7 +10,9 @@ import simulatedChain from "./0008_simulated_chain.js"
 import legacyIds from "./0009_legacy_ids.js"
 import webhookCircuit from "./0010_webhook_circuit.js"
 import webhookLeases from "./0011_webhook_leases.js"
-import keyWindows from "./0012_key_windows.js"
+import listingByTime from "./0012_listing_by_time.js"
+import timestampTokens from "./0013_timestamp_tokens.js"
+import keyWindows from "./0014_key_windows.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -24,5 +26,7 @@ export const migrations = {
   "0009_legacy_ids": legacyIds,
   "0010_webhook_circuit": webhookCircuit,
   "0011_webhook_leases": webhookLeases,
-  "0012_key_windows": keyWindows
+  "0012_listing_by_time": listingByTime,
+  "0013_timestamp_tokens": timestampTokens,
+  "0014_key_windows": keyWindows
 }

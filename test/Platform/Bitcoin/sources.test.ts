@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { blockHash, headerBytes } from "../../../src/Domain/BitcoinHeader.js"
 import { BitcoinHeaderSources, layerEsplora } from "../../../src/Platform/Bitcoin/HeaderSources.js"
 import { type SimulatedCalendarServer, startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
+import { SimulatedBitcoinChain } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
 import { appConfig } from "../../../src/Platform/Config.js"
 import { BIN, requireDist } from "../../helpers/process.js"
 
@@ -58,7 +59,9 @@ describe("Esplora header sources over HTTP", () => {
   let b: SimulatedCalendarServer
   let height: number
   beforeAll(async () => {
-    ;[a, b] = await Promise.all([startSimulatedCalendarServer(), startSimulatedCalendarServer()])
+    // two sources serving one chain
+    const chain = new SimulatedBitcoinChain()
+    ;[a, b] = await Promise.all([startSimulatedCalendarServer({ chain }), startSimulatedCalendarServer({ chain })])
     height = a.mine().height
   })
   afterAll(async () => {

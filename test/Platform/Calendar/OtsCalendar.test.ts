@@ -21,7 +21,6 @@ import {
   serializeTimestamp
 } from "../../../src/Domain/Ots.js"
 import { CalendarError, layerHttp, OtsCalendar } from "../../../src/Platform/Calendar/OtsCalendar.js"
-import { simulatedBlockHeaders } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
 import { startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
 
 const require = createRequire(import.meta.url)
@@ -111,7 +110,7 @@ describe("OtsCalendar HTTP layer against the simulated calendar server", () => {
       expect(btc[0]!.height).toBe(block.height)
       expect(hex(btc[0]!.commitment)).toBe(block.merkleRoot)
       expect(server.blockHeaders().get(block.height)?.merkleRoot).toBe(block.merkleRoot)
-      expect(simulatedBlockHeaders().get(block.height)?.merkleRoot).toBe(block.merkleRoot)
+      expect(server.chain.headers().get(block.height)?.merkleRoot).toBe(block.merkleRoot)
       // the upgrade answer itself carries no pending attestation
       expect(replay(parseTimestamp(upgradeBytes!, p!.commitment), p!.commitment).map((r) => r.attestation._tag)).toStrictEqual([
         "bitcoin"

@@ -12,7 +12,7 @@ import {
   replay
 } from "../../../src/Domain/Ots.js"
 import { OtsCalendar } from "../../../src/Platform/Calendar/OtsCalendar.js"
-import { layerSimulated, makeSimulatedCalendar, SIMULATED_CALENDAR_LABEL, SIMULATED_CALENDAR_URL, SIMULATED_START_HEIGHT, simulatedBlockHeaders } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
+import { layerSimulated, makeSimulatedCalendar, SIMULATED_CALENDAR_LABEL, SIMULATED_CALENDAR_URL, SIMULATED_START_HEIGHT, SimulatedBitcoinChain } from "../../../src/Platform/Calendar/SimulatedCalendar.js"
 import { startSimulatedCalendarServer } from "../../helpers/simulatedCalendarServer.js"
 
 const sha256 = (b: Uint8Array): Uint8Array => new Uint8Array(createHash("sha256").update(b).digest())
@@ -29,8 +29,9 @@ const submitted = (digest: Uint8Array) =>
   })
 
 describe("in-process simulated calendar (demo mode)", () => {
-  it.effect("confirms once confirmDelayMs has elapsed on the Effect Clock", () =>
-    Effect.gen(function* () {
+  it.effect("confirms once confirmDelayMs has elapsed on the Effect Clock", () => {
+    const chain = new SimulatedBitcoinChain()
+    return Effect.gen(function* () {
       const cal = yield* OtsCalendar
       expect(cal.simulated).toBe(true)
       expect(cal.urls).toStrictEqual([SIMULATED_CALENDAR_URL])
@@ -53,7 +54,7 @@ describe("in-process simulated calendar (demo mode)", () => {
       const full1 = graft(s1.ts, d1, s1.commitment, parseTimestamp(up1!, s1.commitment))
       const [b1] = bitcoinAttestations(full1, d1)
       expect(b1!.height).toBeGreaterThanOrEqual(SIMULATED_START_HEIGHT)
-      const header = simulatedBlockHeaders().get(b1!.height)
+      const header = chain.headers().get(b1!.height)
       expect(header?.merkleRoot).toBe(bytesToHex(b1!.commitment))
       expect(header?.time).toBe(60) // TestClock starts at 0
       // idempotent: the same proof again
@@ -65,14 +66,15 @@ describe("in-process simulated calendar (demo mode)", () => {
       const up2 = yield* cal.upgrade(SIMULATED_CALENDAR_URL, s2.commitment)
       const [b2] = bitcoinAttestations(graft(s2.ts, d2, s2.commitment, parseTimestamp(up2!, s2.commitment)), d2)
       expect(b2!.height).toBeGreaterThan(b1!.height)
-      expect(simulatedBlockHeaders().get(b2!.height)?.merkleRoot).toBe(bytesToHex(b2!.commitment))
-    }).pipe(Effect.provide(layerSimulated({ confirmDelayMs: 60_000 })))
-  )
+      expect(chain.headers().get(b2!.height)?.merkleRoot).toBe(bytesToHex(b2!.commitment))
+    }).pipe(Effect.provide(layerSimulated({ confirmDelayMs: 60_000, chain })))
+  })
 
   it.effect("an explicit clock function can drive it; wrong URL and bad digests are CalendarErrors", () =>
     Effect.gen(function* () {
       let now = 1_700_000_000_000
-      const cal = makeSimulatedCalendar({ confirmDelayMs: 1_000, clock: () => now })
+      const chain = new SimulatedBitcoinChain()
+      const cal = makeSimulatedCalendar({ confirmDelayMs: 1_000, clock: () => now, chain })
       expect(cal.label).toBe(SIMULATED_CALENDAR_LABEL)
       const d = digestOf("clocked")
       const ts = parseTimestamp(yield* cal.submit(SIMULATED_CALENDAR_URL, d), d)
@@ -94,7 +96,7 @@ describe("in-process simulated calendar (demo mode)", () => {
       const fields = parseHeader(mined.header)
       expect([fields.merkleRoot, fields.time, fields.bits]).toEqual([bytesToHex(b!.commitment), 1_700_000_001, REGTEST_BITS])
       expect(meetsTarget(headerBytes(mined.header))).toBe(true)
-      const parent = simulatedBlockHeaders().get(b!.height - 1)
+      const parent = chain.headers().get(b!.height - 1)
       expect(fields.prevBlockHash).toBe(parent === undefined ? "00".repeat(32) : parent.hash)
 
       const wrong = yield* Effect.flip(cal.submit("https://a.example", d))

@@ -1,0 +1,155 @@
+/**
+ * X.509 for a local time-stamping authority, built with pkijs: a self-signed
+ * root CA and a TSA certificate under it (critical extendedKeyUsage of
+ * id-kp-timeStamping only, critical keyUsage digitalSignature and
+ * nonRepudiation), ECDSA P-256 with SHA-256. Used by the embedded demo TSA
+ * and by attestd's own authority in demo mode. Also the checks a TSA
+ * certificate must pass before a key signs under it.
+ */
+import { createHash, createPublicKey, type KeyObject, randomBytes, webcrypto } from "node:crypto"
+import * as asn1js from "asn1js"
+import * as pkijs from "pkijs"
+import { checkSignerCertificateUsage, ensureCryptoEngine, OID, positiveIntegerBytes } from "./Rfc3161.js"
+
+type CryptoKey = webcrypto.CryptoKey
+
+const EC_P256: webcrypto.EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" }
+
+/**
+ * `O=organization, CN=commonName`, one attribute per RDN. (pkijs would put a list of
+ * attributes into one multi-valued RDN, `O=…+CN=…`, which some verifiers render oddly.)
+ */
+export const distinguishedName = (organization: string, commonName: string): pkijs.RelativeDistinguishedNames => {
+  const rdns = new asn1js.Sequence({
+    value: [
+      new pkijs.AttributeTypeAndValue({ type: "2.5.4.10", value: new asn1js.Utf8String({ value: organization }) }),
+      new pkijs.AttributeTypeAndValue({ type: "2.5.4.3", value: new asn1js.Utf8String({ value: commonName }) })
+    ].map((attribute) => new asn1js.Set({ value: [attribute.toSchema()] }))
+  })
+  return new pkijs.RelativeDistinguishedNames({ schema: asn1js.fromBER(rdns.toBER()).result })
+}
+
+const extension = (extnID: string, critical: boolean, value: asn1js.AsnType): pkijs.Extension =>
+  new pkijs.Extension({ extnID, critical, extnValue: value.toBER(false) })
+
+const keyUsage = (byte: number, unusedBits: number): asn1js.BitString =>
+  new asn1js.BitString({ valueHex: new Uint8Array([byte]), unusedBits })
+
+/** The key identifier of RFC 5280 §4.2.1.2 (1): SHA-1 of the subjectPublicKey bits. */
+const keyIdOf = (cert: pkijs.Certificate): Uint8Array =>
+  new Uint8Array(createHash("sha1").update(cert.subjectPublicKeyInfo.subjectPublicKey.valueBlock.valueHexView).digest())
+
+const makeCertificate = async (p: {
+  readonly subject: pkijs.RelativeDistinguishedNames
+  readonly issuer: pkijs.RelativeDistinguishedNames
+  readonly publicKey: CryptoKey
+  readonly signingKey: CryptoKey
+  readonly issuerKeyId: Uint8Array | undefined
+  readonly validityMs: number
+  readonly extensions: ReadonlyArray<pkijs.Extension>
+}): Promise<{ readonly der: Uint8Array; readonly keyId: Uint8Array }> => {
+  const cert = new pkijs.Certificate()
+  cert.version = 2
+  cert.serialNumber = new asn1js.Integer({ valueHex: positiveIntegerBytes(new Uint8Array(randomBytes(16))) })
+  cert.subject = p.subject
+  cert.issuer = p.issuer
+  const now = Date.now()
+  cert.notBefore.value = new Date(now - 5 * 60 * 1000)
+  cert.notAfter.value = new Date(now + p.validityMs)
+  await cert.subjectPublicKeyInfo.importKey(p.publicKey)
+  const keyId = keyIdOf(cert)
+  cert.extensions = [
+    ...p.extensions,
+    extension(OID.subjectKeyIdentifier, false, new asn1js.OctetString({ valueHex: keyId })),
+    extension(
+      OID.authorityKeyIdentifier,
+      false,
+      new pkijs.AuthorityKeyIdentifier({ keyIdentifier: new asn1js.OctetString({ valueHex: p.issuerKeyId ?? keyId }) }).toSchema()
+    )
+  ]
+  await cert.sign(p.signingKey, "SHA-256")
+  return { der: new Uint8Array(cert.toSchema(true).toBER()), keyId }
+}
+
+export interface TsaChainNames {
+  readonly organization: string
+  readonly rootName: string
+  readonly tsaName: string
+  readonly validityMs: number
+}
+
+export interface IssuedTsaChain {
+  readonly rootDer: Uint8Array
+  readonly tsaDer: Uint8Array
+  /** The root's private key: a caller that issues no more certificates drops it. */
+  readonly rootPrivateKey: CryptoKey
+}
+
+/** A new root CA (fresh P-256 key) and a TSA certificate under it for `tsaPublicKey`. */
+export const issueTsaChain = async (names: TsaChainNames, tsaPublicKey: CryptoKey): Promise<IssuedTsaChain> => {
+  ensureCryptoEngine()
+  const root = (await webcrypto.subtle.generateKey(EC_P256, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair
+  const rootName = distinguishedName(names.organization, names.rootName)
+  const rootCert = await makeCertificate({
+    subject: rootName,
+    issuer: rootName,
+    publicKey: root.publicKey,
+    signingKey: root.privateKey,
+    issuerKeyId: undefined,
+    validityMs: names.validityMs,
+    extensions: [
+      extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: true, pathLenConstraint: 0 }).toSchema()),
+      extension(OID.keyUsage, true, keyUsage(0x06, 1)) // keyCertSign | cRLSign
+    ]
+  })
+  const tsaCert = await makeCertificate({
+    subject: distinguishedName(names.organization, names.tsaName),
+    issuer: rootName,
+    publicKey: tsaPublicKey,
+    signingKey: root.privateKey,
+    issuerKeyId: rootCert.keyId,
+    validityMs: names.validityMs,
+    extensions: [
+      extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
+      extension(OID.keyUsage, true, keyUsage(0xc0, 6)), // digitalSignature | nonRepudiation
+      extension(OID.extKeyUsage, true, new pkijs.ExtKeyUsage({ keyPurposes: [OID.kpTimeStamping] }).toSchema())
+    ]
+  })
+  return { rootDer: rootCert.der, tsaDer: tsaCert.der, rootPrivateKey: root.privateKey }
+}
+
+/** The public half of a key (createPublicKey takes only private KeyObjects). */
+const publicOf = (key: KeyObject): KeyObject => (key.type === "public" ? key : createPublicKey(key))
+
+/** The public key of a KeyObject (public or private) as a WebCrypto key, for certificate building. */
+export const webCryptoPublicKey = (key: KeyObject): Promise<CryptoKey> =>
+  webcrypto.subtle.importKey(
+    "spki",
+    publicOf(key).export({ type: "spki", format: "der" }),
+    EC_P256,
+    true,
+    ["verify"]
+  )
+
+/** Whether `cert` certifies the public key of `key` (compared as JWK members, whatever the SPKI encoding). */
+export const certifiesKey = (cert: pkijs.Certificate, key: KeyObject): boolean => {
+  const ofCert = createPublicKey({ key: Buffer.from(cert.subjectPublicKeyInfo.toSchema().toBER()), format: "der", type: "spki" })
+    .export({ format: "jwk" })
+  const ofKey = publicOf(key).export({ format: "jwk" })
+  return ofCert.kty === ofKey.kty && ofCert.crv === ofKey.crv && ofCert.x === ofKey.x && ofCert.y === ofKey.y &&
+    ofCert.n === ofKey.n && ofCert.e === ofKey.e
+}
+
+/**
+ * Why `cert` may not sign time-stamp tokens for `key`, or undefined when it may:
+ * it must certify that key and carry a critical extendedKeyUsage of id-kp-timeStamping only.
+ */
+export const tsaCertificateProblem = (cert: pkijs.Certificate, key: KeyObject): string | undefined => {
+  if (!certifiesKey(cert, key)) return "its public key is not the TSA key's"
+  try {
+    checkSignerCertificateUsage(cert)
+    return undefined
+  } catch (e) {
+    return e instanceof Error ? e.message.replace(/^invalid time-stamp token: /, "") : String(e)
+  }
+}

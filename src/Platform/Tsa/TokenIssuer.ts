@@ -1,0 +1,290 @@
+/**
+ * The issuing side of RFC 3161 (with RFC 5816's signingCertificateV2): reading
+ * a TimeStampReq, the checks that refuse it, the TSTInfo in its CMS SignedData,
+ * and the TimeStampResp. Pure pkijs/asn1js. The signature is made by whoever
+ * holds the key: `prepareToken` hands out the DER of the signed attributes to
+ * sign, and `finish` takes the DER signature over them. A key file, the Signer
+ * port or an HSM can therefore sit behind the same builder. Used by attestd's
+ * own time-stamping authority and by the embedded demo TSA that seals T1.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as asn1js from "asn1js"
+import * as pkijs from "pkijs"
+import { bytesToHex } from "../../Domain/Bytes.js"
+import { FAIL_INFO_BITS, type FailInfo, OID, oidToString, positiveIntegerBytes } from "./Rfc3161.js"
+
+/** Signature algorithms of SignerInfo, by the signing key's type. */
+export const SIGNATURE_OID = {
+  ecdsaWithSha256: "1.2.840.10045.4.3.2",
+  sha256WithRsa: "1.2.840.113549.1.1.11"
+} as const
+
+/** The imprint algorithms an authority accepts, each with its digest length in bytes. */
+export const IMPRINT_LENGTHS: Readonly<Record<string, number>> = {
+  [OID.sha256]: 32,
+  [OID.sha384]: 48,
+  [OID.sha512]: 64
+}
+
+export interface Refusal {
+  readonly failInfo: FailInfo
+  readonly text: string
+}
+
+/** The fields of a TimeStampReq that issuing reads. */
+export interface TimeStampRequestFields {
+  readonly version: number
+  /** messageImprint.hashAlgorithm, dotted OID. */
+  readonly hashAlgorithm: string
+  readonly hashedMessage: Uint8Array
+  /** reqPolicy, dotted OID (arcs of any size). */
+  readonly reqPolicy: string | undefined
+  /** The nonce INTEGER's content octets, as sent (echoed unchanged). */
+  readonly nonce: Uint8Array | undefined
+  readonly certReq: boolean
+  readonly extensionCount: number
+}
+
+const refusal = (failInfo: FailInfo, text: string): Refusal => ({ failInfo, text })
+
+/** A DER TimeStampReq's fields, or the badDataFormat refusal when it is not one. */
+export const readTimeStampRequest = (der: Uint8Array): TimeStampRequestFields | Refusal => {
+  const malformed = refusal("badDataFormat", "the request is not a DER TimeStampReq")
+  const asn = asn1js.fromBER(der)
+  if (asn.offset === -1 || asn.offset !== der.byteLength || !(asn.result instanceof asn1js.Sequence)) return malformed
+  let req: pkijs.TimeStampReq
+  try {
+    req = new pkijs.TimeStampReq({ schema: asn.result })
+  } catch {
+    return malformed
+  }
+  // pkijs renders OID arcs above 2^53 as "{hex}": read reqPolicy from its own block.
+  const policyBlock = asn.result.valueBlock.value.find((b) => b instanceof asn1js.ObjectIdentifier)
+  return {
+    version: req.version,
+    hashAlgorithm: req.messageImprint.hashAlgorithm.algorithmId,
+    hashedMessage: req.messageImprint.hashedMessage.valueBlock.valueHexView.slice(),
+    reqPolicy: policyBlock instanceof asn1js.ObjectIdentifier ? oidToString(policyBlock) : undefined,
+    nonce: req.nonce?.valueBlock.valueHexView.slice(),
+    certReq: req.certReq === true,
+    extensionCount: req.extensions?.length ?? 0
+  }
+}
+
+export const isRefusal = (r: unknown): r is Refusal =>
+  typeof r === "object" && r !== null && "failInfo" in r && "text" in r
+
+const WEAK_ALGORITHMS: Readonly<Record<string, string>> = {
+  [OID.sha1]: "SHA-1",
+  "1.2.840.113549.2.5": "MD5"
+}
+
+export interface IssuingPolicy {
+  /** Accepted imprint algorithms (OID → digest length). */
+  readonly algorithms: Readonly<Record<string, number>>
+  /** The policy written when the request names none. */
+  readonly defaultPolicy: string
+  /** Policies a request may name (the default is always one). */
+  readonly acceptedPolicies: ReadonlyArray<string>
+}
+
+/**
+ * The policy a request is granted under, or why it is refused, checked in the
+ * order OpenSSL's TSA checks: version, algorithm, digest length, policy, extensions.
+ */
+export const checkTimeStampRequest = (req: TimeStampRequestFields, policy: IssuingPolicy): { readonly policy: string } | Refusal => {
+  if (req.version !== 1) return refusal("badRequest", `request version ${req.version} is not supported (only 1)`)
+  const length = policy.algorithms[req.hashAlgorithm]
+  if (length === undefined) {
+    const weak = WEAK_ALGORITHMS[req.hashAlgorithm]
+    return refusal(
+      "badAlg",
+      weak !== undefined
+        ? `${weak} is not accepted as the message imprint algorithm`
+        : `the message imprint algorithm ${req.hashAlgorithm} is not accepted`
+    )
+  }
+  if (req.hashedMessage.byteLength !== length) {
+    return refusal("badDataFormat", `the message imprint is ${req.hashedMessage.byteLength} bytes; its algorithm gives ${length}`)
+  }
+  const granted = req.reqPolicy ?? policy.defaultPolicy
+  if (granted !== policy.defaultPolicy && !policy.acceptedPolicies.includes(granted)) {
+    return refusal("unacceptedPolicy", `the policy ${granted} is not accepted by this TSA`)
+  }
+  if (req.extensionCount > 0) return refusal("unacceptedExtension", "this TSA understands no request extensions")
+  return { policy: granted }
+}
+
+/** 20 random bytes read as a positive integer (at most 160 bits): the token's serial, with its lowercase hex. */
+export const randomSerial = (): { readonly integer: Uint8Array; readonly hex: string } => {
+  const bytes = new Uint8Array(randomBytes(20))
+  return { integer: positiveIntegerBytes(bytes), hex: serialHex(bytes) }
+}
+
+/** The lowercase hex of an unsigned big-endian integer, without leading zeros ("0" for zero). */
+export const serialHex = (unsigned: Uint8Array): string => bytesToHex(unsigned).replace(/^0+(?=.)/, "")
+
+const sha256 = (data: Uint8Array): Uint8Array => new Uint8Array(createHash("sha256").update(data).digest())
+
+/** The TSA's certificate, parsed and as DER (ESSCertIDv2 hashes the DER). */
+export interface TsaCertificate {
+  readonly certificate: pkijs.Certificate
+  readonly der: Uint8Array
+}
+
+export const tsaCertificateOf = (der: Uint8Array): TsaCertificate => ({ certificate: pkijs.Certificate.fromBER(der), der })
+
+export interface TokenContent {
+  readonly signer: TsaCertificate
+  /** Certificates embedded when the request asked for them (the signer's first). */
+  readonly certificates: ReadonlyArray<TsaCertificate> | undefined
+  /** SignerInfo.signatureAlgorithm, from SIGNATURE_OID. */
+  readonly signatureAlgorithm: string
+  readonly policy: string
+  readonly hashAlgorithm: string
+  readonly hashedMessage: Uint8Array
+  /** A positive INTEGER's content octets (randomSerial). */
+  readonly serial: Uint8Array
+  readonly genTime: Date
+  /** The accuracy of genTime in milliseconds; none when undefined. */
+  readonly accuracyMs: number | undefined
+  /** The request nonce's INTEGER content octets, echoed. */
+  readonly nonce: Uint8Array | undefined
+}
+
+export interface PreparedToken {
+  /** The DER SET OF signed attributes: what the TSA key signs (ECDSA/RSA over its SHA-256). */
+  readonly signedAttributes: Uint8Array
+  /** The TimeStampToken (CMS ContentInfo DER) with `signature` (DER) over `signedAttributes`. */
+  readonly finish: (signature: Uint8Array) => Uint8Array
+  /**
+   * The token as `finish` makes it and the granted TimeStampResp that carries it, both
+   * encoded from one structure (no parse of the token to wrap it).
+   */
+  readonly finishGranted: (signature: Uint8Array) => { readonly token: Uint8Array; readonly response: Uint8Array }
+}
+
+const accuracyOf = (ms: number): pkijs.Accuracy => {
+  const seconds = Math.floor(ms / 1000)
+  const millis = Math.round(ms % 1000)
+  return new pkijs.Accuracy({ ...(seconds > 0 ? { seconds } : {}), ...(millis > 0 ? { millis } : {}) })
+}
+
+/** DER order of a SET OF: its elements sorted by their encodings (OpenSSL re-encodes signed attributes to verify). */
+const derOrder = (a: Uint8Array, b: Uint8Array): number => {
+  const n = Math.min(a.length, b.length)
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!
+  return a.length - b.length
+}
+
+/** signingCertificateV2 (RFC 5816): one ESSCertIDv2 with the SHA-256 (the default, so omitted) of the TSA certificate. */
+const signingCertificateV2 = (signer: TsaCertificate): pkijs.Attribute => {
+  const cert = signer.certificate
+  const essCertIdV2 = new asn1js.Sequence({
+    value: [
+      new asn1js.OctetString({ valueHex: sha256(signer.der) }),
+      new asn1js.Sequence({
+        value: [
+          new asn1js.Sequence({ value: [new pkijs.GeneralName({ type: 4, value: cert.issuer }).toSchema()] }),
+          new asn1js.Integer({ valueHex: cert.serialNumber.valueBlock.valueHexView })
+        ]
+      })
+    ]
+  })
+  return new pkijs.Attribute({
+    type: OID.signingCertificateV2,
+    values: [new asn1js.Sequence({ value: [new asn1js.Sequence({ value: [essCertIdV2] })] })]
+  })
+}
+
+/** The TSTInfo and the signed attributes of its token; the signature comes from the key's holder. */
+export const prepareToken = (c: TokenContent): PreparedToken => {
+  const cert = c.signer.certificate
+  const tstInfo = new pkijs.TSTInfo({
+    version: 1,
+    policy: c.policy,
+    messageImprint: new pkijs.MessageImprint({
+      hashAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: c.hashAlgorithm, algorithmParams: new asn1js.Null() }),
+      hashedMessage: new asn1js.OctetString({ valueHex: c.hashedMessage.slice() })
+    }),
+    serialNumber: new asn1js.Integer({ valueHex: c.serial.slice() }),
+    genTime: c.genTime,
+    ...(c.accuracyMs !== undefined && c.accuracyMs > 0 ? { accuracy: accuracyOf(c.accuracyMs) } : {}),
+    ...(c.nonce !== undefined ? { nonce: new asn1js.Integer({ valueHex: c.nonce.slice() }) } : {}),
+    tsa: new pkijs.GeneralName({ type: 4, value: cert.subject })
+  })
+  const tstInfoDer = new Uint8Array(tstInfo.toSchema().toBER())
+  const attributes = [
+    new pkijs.Attribute({ type: OID.contentType, values: [new asn1js.ObjectIdentifier({ value: OID.tstInfo })] }),
+    new pkijs.Attribute({ type: OID.messageDigest, values: [new asn1js.OctetString({ valueHex: sha256(tstInfoDer) })] }),
+    signingCertificateV2(c.signer)
+  ]
+    .map((a) => ({ a, der: new Uint8Array(a.toSchema().toBER()) }))
+    .sort((x, y) => derOrder(x.der, y.der))
+    .map((x) => x.a)
+  const signedAttributes = new Uint8Array(new asn1js.Set({ value: attributes.map((a) => a.toSchema()) }).toBER())
+  const sha256Id = () => new pkijs.AlgorithmIdentifier({ algorithmId: OID.sha256 })
+
+  const contentInfoOf = (signature: Uint8Array): asn1js.Sequence => {
+    const signedData = new pkijs.SignedData({
+      version: 3,
+      digestAlgorithms: [sha256Id()],
+      encapContentInfo: new pkijs.EncapsulatedContentInfo({
+        eContentType: OID.tstInfo,
+        eContent: new asn1js.OctetString({ valueHex: tstInfoDer })
+      }),
+      signerInfos: [
+        new pkijs.SignerInfo({
+          version: 1,
+          sid: new pkijs.IssuerAndSerialNumber({ issuer: cert.issuer, serialNumber: cert.serialNumber }),
+          digestAlgorithm: sha256Id(),
+          signedAttrs: new pkijs.SignedAndUnsignedAttributes({ type: 0, attributes }),
+          signatureAlgorithm: new pkijs.AlgorithmIdentifier({
+            algorithmId: c.signatureAlgorithm,
+            ...(c.signatureAlgorithm === SIGNATURE_OID.sha256WithRsa ? { algorithmParams: new asn1js.Null() } : {})
+          }),
+          signature: new asn1js.OctetString({ valueHex: signature.slice() })
+        })
+      ],
+      ...(c.certificates !== undefined ? { certificates: c.certificates.map((x) => x.certificate) } : {})
+    })
+    return new pkijs.ContentInfo({ contentType: OID.signedData, content: signedData.toSchema(true) }).toSchema() as asn1js.Sequence
+  }
+  const finish = (signature: Uint8Array): Uint8Array => new Uint8Array(contentInfoOf(signature).toBER())
+  const finishGranted = (signature: Uint8Array) => {
+    const contentInfo = contentInfoOf(signature)
+    return {
+      token: new Uint8Array(contentInfo.toBER()),
+      response: new Uint8Array(new asn1js.Sequence({ value: [grantedStatus(), contentInfo] }).toBER())
+    }
+  }
+  return { signedAttributes, finish, finishGranted }
+}
+
+// ---------------------------------------------------------------------------
+// Responses
+
+const failInfoBits = (info: FailInfo): asn1js.BitString => {
+  const bit = FAIL_INFO_BITS[info]
+  const bytes = new Uint8Array((bit >> 3) + 1)
+  bytes[bit >> 3] = 0x80 >> (bit & 7)
+  return new asn1js.BitString({ valueHex: bytes, unusedBits: 7 - (bit & 7) })
+}
+
+/** A `rejection` TimeStampResp with its failInfo and statusString (how the reason reaches jarsigner or osslsigncode). */
+export const rejectionResponse = (r: Refusal): Uint8Array =>
+  new Uint8Array(
+    new pkijs.TimeStampResp({
+      status: new pkijs.PKIStatusInfo({
+        status: pkijs.PKIStatus.rejection,
+        statusStrings: [new asn1js.Utf8String({ value: r.text })],
+        failInfo: failInfoBits(r.failInfo)
+      })
+    }).toSchema().toBER()
+  )
+
+const grantedStatus = () => new pkijs.PKIStatusInfo({ status: pkijs.PKIStatus.granted }).toSchema()
+
+/** A `granted` TimeStampResp carrying `token` (ContentInfo DER) byte for byte. */
+export const grantedResponse = (token: Uint8Array): Uint8Array =>
+  new Uint8Array(new asn1js.Sequence({ value: [grantedStatus(), asn1js.fromBER(token).result] }).toBER())

@@ -1,0 +1,102 @@
+/**
+ * The certificate chain the time-stamping authority signs under (CONTRACT §6).
+ * Production: ATTESTD_TSA_CERT_CHAIN (PEM, the TSA certificate first), which
+ * must certify the TSA key with a critical extendedKeyUsage of timeStamping
+ * only, else the instance refuses to start. Demo: `<dataDir>/tsa/root.pem` (a
+ * self-signed CA) and `tsa.pem`, made on the first start and whenever the TSA
+ * key is no longer the one tsa.pem certifies; the CA's key is never written
+ * anywhere (a new key gets a new CA).
+ */
+import { Effect } from "effect"
+import { createPublicKey, type KeyObject } from "node:crypto"
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import * as pkijs from "pkijs"
+import type { AppConfigShape } from "../Platform/Config.js"
+import { makePrivateDir } from "../Platform/PrivateFiles.js"
+import { tsaKeyDir } from "../Platform/Keys/FileKeys.js"
+import type { KeySigner } from "../Platform/Signer.js"
+import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
+import { derToPem, ensureCryptoEngine, pemToDers } from "../Platform/Tsa/Rfc3161.js"
+import { type TsaCertificate, tsaCertificateOf } from "../Platform/Tsa/TokenIssuer.js"
+
+export interface TsaChain {
+  /** The certificate whose key signs tokens. */
+  readonly signer: TsaCertificate
+  /** What a token embeds when the request asks for certificates: the chain without self-signed roots. */
+  readonly embedded: ReadonlyArray<TsaCertificate>
+  /** The whole chain, TSA certificate first (GET /v1/timestamp/certchain). */
+  readonly pem: string
+}
+
+const DEMO_NAMES = {
+  organization: "attestd demo (not a qualified trust service)",
+  rootName: "attestd demo time-stamping root (local, unqualified)",
+  tsaName: "attestd time-stamping authority (demo, unqualified)",
+  validityMs: 10 * 365 * 24 * 3600 * 1000
+}
+
+const isSelfSigned = (c: pkijs.Certificate): boolean => c.issuer.isEqual(c.subject)
+
+const chainOf = (ders: ReadonlyArray<Uint8Array>): TsaChain => {
+  const certs = ders.map(tsaCertificateOf)
+  return {
+    signer: certs[0]!,
+    embedded: certs.filter((c, i) => i === 0 || !isSelfSigned(c.certificate)),
+    pem: ders.map((der) => derToPem(der)).join("")
+  }
+}
+
+const publicKeyOf = (key: KeySigner): KeyObject =>
+  createPublicKey({ key: Buffer.from(key.publicKeySpki), format: "der", type: "spki" })
+
+/** The operator's chain, or why it cannot be used (the message names the file and the key to certify). */
+const productionChain = (file: string, key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Error> =>
+  Effect.try({
+    try: () => {
+      const ders = pemToDers(readFileSync(file, "utf8"))
+      if (ders.length === 0) throw new Error("it holds no CERTIFICATE")
+      const chain = chainOf(ders)
+      const problem = tsaCertificateProblem(chain.signer.certificate, publicKeyOf(key))
+      if (problem !== undefined) {
+        throw new Error(
+          `its first certificate cannot sign this TSA's tokens: ${problem} (the TSA key ${key.kid} is attestd-tsa-${key.kid} in a PKCS#11 token, else the newest file in ${tsaKeyDir(dataDir)}; certify it, e.g. with a CSR from \`openssl req -new -key <that file>\`)`
+        )
+      }
+      return chain
+    },
+    catch: (e) => new Error(`ATTESTD_TSA_CERT_CHAIN ${file}: ${e instanceof Error ? e.message : String(e)}`)
+  })
+
+/** The demo chain under <dataDir>/tsa/: reused while tsa.pem certifies the key, else made anew. */
+const demoChain = (key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Error> =>
+  Effect.tryPromise({
+    try: async () => {
+      ensureCryptoEngine()
+      const dir = join(dataDir, "tsa")
+      const rootFile = join(dir, "root.pem")
+      const tsaFile = join(dir, "tsa.pem")
+      const publicKey = publicKeyOf(key)
+      if (existsSync(rootFile) && existsSync(tsaFile)) {
+        const ders = [...pemToDers(readFileSync(tsaFile, "utf8")), ...pemToDers(readFileSync(rootFile, "utf8"))]
+        const chain = ders.length === 2 ? chainOf(ders) : undefined
+        if (chain !== undefined && tsaCertificateProblem(chain.signer.certificate, publicKey) === undefined) return chain
+      }
+      makePrivateDir(dir)
+      const issued = await issueTsaChain(DEMO_NAMES, await webCryptoPublicKey(publicKey))
+      // root.pem first: a tsa.pem is only ever beside the root that issued it.
+      for (const [file, der] of [[rootFile, issued.rootDer], [tsaFile, issued.tsaDer]] as const) {
+        const tmp = `${file}.tmp-${process.pid}`
+        writeFileSync(tmp, derToPem(der), { mode: 0o644 })
+        renameSync(tmp, file)
+      }
+      return chainOf([issued.tsaDer, issued.rootDer])
+    },
+    catch: (e) => new Error(`the demo TSA certificates in ${join(dataDir, "tsa")}: ${e instanceof Error ? e.message : String(e)}`)
+  })
+
+/** The chain for the configuration: the operator's (production) or the demo CA's. */
+export const loadTsaChain = (config: AppConfigShape, key: KeySigner): Effect.Effect<TsaChain, Error> =>
+  config.timestamping.certChainFile._tag === "Some"
+    ? productionChain(config.timestamping.certChainFile.value, key, config.dataDir)
+    : demoChain(key, config.dataDir)

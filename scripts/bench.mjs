@@ -6,7 +6,9 @@
 //   BENCH_ROUNDS=1 BENCH_DURATION=3 node scripts/bench.mjs
 //
 // Environment: BENCH_ROUNDS (3), BENCH_DURATION seconds per scenario (5), BENCH_WARMUP requests
-// before each, not counted (3000), BENCH_CONNECTIONS (50), BENCH_ONLY (baseline,sqlite,pg),
+// before each, not counted (3000), BENCH_CONNECTIONS (50), BENCH_ONLY (baseline,sqlite,pg;
+// `signers` is opt-in: signatures per second through a SoftHSM2 token vs node:crypto, and
+// SQLite attest-new with each signer; `BENCH_ONLY=signers` runs only that),
 // BENCH_SCENARIOS (attest-new,attest-existing,verify,trivial-get,timestamp), BENCH_PG_URL
 // (postgres://postgres@127.0.0.1:5432; a database is created per round and dropped).
 // The servers inherit the environment, so an ATTESTD_* setting can be compared by running twice.
@@ -31,7 +33,7 @@ import * as asn1js from "asn1js"
 import { randomBytes } from "node:crypto"
 import * as pkijs from "pkijs"
 import { execFile, execFileSync, spawn } from "node:child_process"
-import { mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -82,9 +84,10 @@ async function main() {
     }
     rounds.push(runs)
   }
+  const signers = config.only.includes("signers") ? await benchSigners(config) : undefined
   const summary = summarize(rounds)
-  printTable(summary, config)
-  writeFileSync(RESULTS_FILE, JSON.stringify({ at: new Date().toISOString(), commit: gitHead(), node: process.version, config, summary, rounds }, null, 2) + "\n")
+  if (rounds.some((runs) => runs.length > 0)) printTable(summary, config)
+  writeFileSync(RESULTS_FILE, JSON.stringify({ at: new Date().toISOString(), commit: gitHead(), node: process.version, config, summary, rounds, signers }, null, 2) + "\n")
   console.log(`\nwritten ${RESULTS_FILE}`)
 }
 
@@ -297,7 +300,7 @@ const EXISTING = 100
  * attestd on a fresh database of `store`: an API key with scope attest (a rate limit it will not
  * reach), the server, and EXISTING hashes attested; `use(server, { key, existing, analyze })`.
  */
-const withAttestd = async (store, round, use) => {
+const withAttestd = async (store, round, use, extraEnv = {}) => {
   const dir = mkdtempSync(join(tmpdir(), `attestd-bench-${store}-`))
   const dbName = `attestd_bench_${process.pid}_${round}`
   const databaseUrl = store === "pg" ? `${PG_URL}/${dbName}` : undefined
@@ -312,7 +315,8 @@ const withAttestd = async (store, round, use) => {
     HOST: "127.0.0.1",
     ATTESTD_DATA_DIR: dir,
     ATTESTD_MODE: "demo",
-    ATTESTD_PUBLIC_RATE_LIMIT: "0"
+    ATTESTD_PUBLIC_RATE_LIMIT: "0",
+    ...extraEnv
   }
   delete env.DATABASE_URL
   if (databaseUrl !== undefined) env.DATABASE_URL = databaseUrl
@@ -343,6 +347,126 @@ const withAttestd = async (store, round, use) => {
     await proc?.stop()
     if (store === "pg") await pgQuery(`${PG_URL}/postgres`, `DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`)
     rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+// ---------------------------------------------------------------------------
+// signers (opt-in): the PKCS#11 custody over SoftHSM2 against node:crypto's
+
+const SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
+
+/** A SoftHSM2 token in a temporary directory; its settings as attestd reads them. */
+const softToken = () => {
+  const dir = mkdtempSync(join(tmpdir(), "attestd-bench-softhsm-"))
+  const conf = join(dir, "softhsm2.conf")
+  mkdirSync(join(dir, "tokens"), { mode: 0o700 })
+  writeFileSync(conf, `directories.tokendir = ${join(dir, "tokens")}\nobjectstore.backend = file\nlog.level = ERROR\n`)
+  execFileSync("softhsm2-util", ["--init-token", "--free", "--label", "bench", "--pin", "1234", "--so-pin", "5678"], { env: { ...process.env, SOFTHSM2_CONF: conf }, stdio: "ignore" })
+  writeFileSync(join(dir, "pin"), "1234\n", { mode: 0o600 })
+  return {
+    dir,
+    env: { SOFTHSM2_CONF: conf, ATTESTD_SIGNER: "pkcs11", ATTESTD_PKCS11_MODULE: SOFTHSM_MODULE, ATTESTD_PKCS11_TOKEN: "bench", ATTESTD_PKCS11_PIN_FILE: join(dir, "pin") }
+  }
+}
+
+/**
+ * Signatures per second of one key of each custody, as the Signer calls it (an Effect per
+ * signature: SHA-256 and ECDSA, DER, low-S), one at a time and SESSIONS at a time; and the
+ * binding alone (C_SignInit + C_Sign, synchronous), to show what the pool and Effect add.
+ */
+const signatureRates = async (token, seconds) => {
+  const { Effect, ManagedRuntime, Option } = await import("effect")
+  const { KeyCustody } = await import("../dist/Platform/Keys/Custody.js")
+  const { layerFileKeys } = await import("../dist/Platform/Keys/FileKeys.js")
+  const { layerPkcs11Keys, SESSIONS } = await import("../dist/Platform/Keys/Pkcs11Keys.js")
+  process.env.SOFTHSM2_CONF = token.env.SOFTHSM2_CONF
+  const message = new TextEncoder().encode(`2.0.0|${randomHashHex()}|2026-01-01T00:00:00.000000+00:00`)
+  const custodies = {
+    "node:crypto": layerFileKeys(join(token.dir, "files"), Option.none()),
+    pkcs11: layerPkcs11Keys({ module: SOFTHSM_MODULE, token: "bench", pinFile: token.env.ATTESTD_PKCS11_PIN_FILE })
+  }
+  const out = []
+  for (const [name, layer] of Object.entries(custodies)) {
+    const runtime = ManagedRuntime.make(layer)
+    try {
+      const key = await runtime.runPromise(Effect.flatMap(KeyCustody, (c) => c.generate("t0", Date.now())))
+      for (const concurrency of [1, SESSIONS]) {
+        const batch = Effect.forEach(Array.from({ length: 200 }), () => key.sign(message), { concurrency, discard: true })
+        await runtime.runPromise(batch) // warm-up
+        let n = 0
+        const started = performance.now()
+        while (performance.now() - started < seconds * 1000) {
+          await runtime.runPromise(batch)
+          n += 200
+        }
+        const us = ((performance.now() - started) * 1000) / n
+        out.push({ signer: name, concurrency, signaturesPerSecond: 1e6 / us, usPerSignature: us })
+      }
+    } finally {
+      await runtime.dispose()
+    }
+  }
+  out.push(await rawPkcs11Rate(token, message, seconds))
+  return out
+}
+
+/** pkcs11js alone: C_SignInit + C_Sign (synchronous, on the event loop) with a token key, one at a time. */
+const rawPkcs11Rate = async (token, message, seconds) => {
+  const { createRequire } = await import("node:module")
+  const { createHash } = await import("node:crypto")
+  const p11 = createRequire(import.meta.url)("pkcs11js")
+  const pk = new p11.PKCS11()
+  pk.load(SOFTHSM_MODULE)
+  pk.C_Initialize({ flags: p11.CKF_OS_LOCKING_OK })
+  try {
+    const slot = pk.C_GetSlotList(true).find((s) => pk.C_GetTokenInfo(s).label.trim() === "bench")
+    const session = pk.C_OpenSession(slot, p11.CKF_SERIAL_SESSION)
+    pk.C_Login(session, p11.CKU_USER, "1234")
+    pk.C_FindObjectsInit(session, [{ type: p11.CKA_CLASS, value: p11.CKO_PRIVATE_KEY }])
+    const [handle] = pk.C_FindObjects(session, 1)
+    pk.C_FindObjectsFinal(session)
+    const digest = createHash("sha256").update(message).digest()
+    const sign = () => {
+      pk.C_SignInit(session, { mechanism: p11.CKM_ECDSA }, handle)
+      pk.C_Sign(session, digest, Buffer.alloc(64))
+    }
+    for (let i = 0; i < 200; i++) sign()
+    let n = 0
+    const started = performance.now()
+    while (performance.now() - started < seconds * 1000) {
+      for (let i = 0; i < 200; i++) sign()
+      n += 200
+    }
+    const us = ((performance.now() - started) * 1000) / n
+    return { signer: "pkcs11js C_Sign (sync, raw)", concurrency: 1, signaturesPerSecond: 1e6 / us, usPerSignature: us }
+  } finally {
+    pk.C_Finalize()
+  }
+}
+
+const benchSigners = async (config) => {
+  const token = softToken()
+  try {
+    console.log("signers: signatures per second")
+    const rates = await signatureRates(token, config.duration)
+    for (const r of rates) console.log(`  ${r.signer} ×${r.concurrency}: ${Math.round(r.signaturesPerSecond)} signatures/s, ${r.usPerSignature.toFixed(1)} µs each`)
+    const node = rates.find((r) => r.signer === "node:crypto" && r.concurrency === 1)
+    const attest = []
+    for (const [signer, env] of [["file", {}], ["pkcs11", token.env]]) {
+      await withAttestd("sqlite", `signer-${signer}`, async (server, ctx) => {
+        const result = await load(server, SCENARIOS["attest-new"].request(ctx), config)
+        attest.push({ signer, ...result })
+        console.log(`  sqlite attest-new, signer ${signer}: ${Math.round(result.rps)} req/s, ${Math.round(result.cpuUsPerRequest)} µs CPU/req`)
+      }, env)
+    }
+    console.log("\nsigner                          in flight  signatures/s  µs/signature  × node:crypto")
+    for (const r of rates) {
+      console.log(`${r.signer.padEnd(32)}${String(r.concurrency).padStart(9)}${Math.round(r.signaturesPerSecond).toString().padStart(14)}${r.usPerSignature.toFixed(1).padStart(14)}${(r.usPerSignature / node.usPerSignature).toFixed(2).padStart(15)}`)
+    }
+    for (const a of attest) console.log(`sqlite attest-new, signer ${a.signer}: ${Math.round(a.rps)} req/s`)
+    return { rates, attest }
+  } finally {
+    rmSync(token.dir, { recursive: true, force: true })
   }
 }
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 // npm run build:binary → dist/attestd: a Node single executable application (issue 14 §2).
-// The CommonJS bundle (scripts/bundle.mjs --sea) is the main script; better-sqlite3's addon
-// and the browser verifier page (dist/verifier/page.html, built by npm run build) are assets.
-// The addon's SHA-256 is compiled into the bundle: at run time the file written to disk is
-// loaded only when it has exactly that hash (src/Platform/NativeAddon.ts).
+// The CommonJS bundle (scripts/bundle.mjs --sea) is the main script; the better-sqlite3 and
+// pkcs11js addons and the browser verifier page (dist/verifier/page.html, built by npm run
+// build) are assets. Each addon's SHA-256 is compiled into the bundle: at run time the file
+// written to disk is loaded only when it has exactly that hash (src/Platform/NativeAddon.ts).
 import { execFileSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
@@ -17,13 +17,22 @@ const dist = join(ROOT, "dist")
 const work = join(dist, "sea")
 mkdirSync(work, { recursive: true })
 
-const addon = join(dirname(require.resolve("better-sqlite3/package.json")), "build", "Release", "better_sqlite3.node")
-if (!existsSync(addon)) throw new Error(`better-sqlite3 addon not found at ${addon}: run npm install`)
-const addonSha256 = createHash("sha256").update(readFileSync(addon)).digest("hex")
+const addonOf = (pkg, file) => {
+  const path = join(dirname(require.resolve(`${pkg}/package.json`)), "build", "Release", file)
+  if (!existsSync(path)) throw new Error(`${pkg} addon not found at ${path}: run npm install`)
+  return { path, sha256: createHash("sha256").update(readFileSync(path)).digest("hex") }
+}
+const sqlite = addonOf("better-sqlite3", "better_sqlite3.node")
+const pkcs11 = addonOf("pkcs11js", "pkcs11.node")
 
-execFileSync(process.execPath, [join(ROOT, "scripts", "bundle.mjs"), "--sea", `--sqlite-addon-sha256=${addonSha256}`], { stdio: "inherit" })
+execFileSync(process.execPath, [
+  join(ROOT, "scripts", "bundle.mjs"),
+  "--sea",
+  `--sqlite-addon-sha256=${sqlite.sha256}`,
+  `--pkcs11-addon-sha256=${pkcs11.sha256}`
+], { stdio: "inherit" })
 
-const assets = { "better_sqlite3.node": addon }
+const assets = { "better_sqlite3.node": sqlite.path, "pkcs11.node": pkcs11.path }
 const page = join(dist, "verifier", "page.html")
 if (!existsSync(page)) throw new Error(`${page} is missing: npm run build builds it`)
 assets["verifier.html"] = page

@@ -1,6 +1,6 @@
 /** The `attestd` command line (CONTRACT.md §1): every command. bin.ts runs it on the process's argv; tests run it in-process. */
 import { Args, type CliApp, Command, HelpDoc, Options, Usage, ValidationError } from "@effect/cli"
-import { Console, ConfigError, ConfigProvider, Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { Console, ConfigError, ConfigProvider, Effect, identity, Layer, Option, ParseResult, Schema } from "effect"
 import { accessSync, constants, readFileSync, statSync } from "node:fs"
 import { Brand } from "./Brand/Domain.js"
 import { BrandRepo } from "./Brand/Repo.js"
@@ -16,7 +16,8 @@ import { SERVICE_VERSION } from "./Domain/Version.js"
 import { AppConfig, appConfig } from "./Platform/Config.js"
 import { backup, restore } from "./Platform/Backup.js"
 import { DatabaseLive, migrate } from "./Platform/Sql.js"
-import { generateKey, registerPublicKeys } from "./Platform/Signer.js"
+import { createKey, KeyCustodyLive, rotateKey } from "./Platform/Signer.js"
+import { encryptKeyFiles, readPassphrase } from "./Platform/Keys/FileKeys.js"
 
 /**
  * `serve` (and `worker`) flags: every variable of Platform/Config.ts, each the same
@@ -39,6 +40,11 @@ const SETTINGS = {
   "webhook-retry-delays": ["ATTESTD_WEBHOOK_RETRY_DELAYS", "webhook retry schedule (default 1m,5m,15m)"],
   "webhook-ports": ["ATTESTD_WEBHOOK_PORTS", "ports webhook URLs may use, comma-separated"],
   "data-dir": ["ATTESTD_DATA_DIR", "signing keys, demo TSA certificate, SQLite file (default ./data)"],
+  signer: ["ATTESTD_SIGNER", "where the signing keys live: file (key files in the data dir, default) or pkcs11 (a PKCS#11 token)"],
+  "key-passphrase-file": ["ATTESTD_KEY_PASSPHRASE_FILE", "file holding the passphrase that encrypts the key files (signer file)"],
+  "pkcs11-module": ["ATTESTD_PKCS11_MODULE", "the PKCS#11 module's shared library (signer pkcs11)"],
+  "pkcs11-token": ["ATTESTD_PKCS11_TOKEN", "the PKCS#11 token's label (signer pkcs11)"],
+  "pkcs11-pin-file": ["ATTESTD_PKCS11_PIN_FILE", "file holding the token's user PIN (signer pkcs11)"],
   "demo-confirm-delay": ["ATTESTD_DEMO_CONFIRM_DELAY", "demo calendar: delay before a simulated Bitcoin confirmation (default 60s)"],
   "trust-proxy": ["ATTESTD_TRUST_PROXY", "trusted proxy hops (a number) or the proxies' CIDRs, for X-Forwarded-For"],
   "public-rate-limit": ["ATTESTD_PUBLIC_RATE_LIMIT", "requests per minute per client address on public endpoints; 0 = off"],
@@ -220,15 +226,56 @@ const keysRevoke = Command.make("revoke", { id: Args.text({ name: "ID" }).pipe(A
 
 const keys = Command.make("keys").pipe(Command.withDescription("API keys: create, list, revoke"), Command.withSubcommands([keysCreate, keysList, keysRevoke]))
 
-const rotate = Command.make("rotate", {}, () =>
+/** Runs `effect` with the configured key custody and database; `pkcs11` forces ATTESTD_SIGNER=pkcs11. */
+const withKeyCustody = <A, E, R>(effect: Effect.Effect<A, E, R>, pkcs11: boolean) =>
+  withDatabase(Effect.provide(effect, KeyCustodyLive)).pipe(
+    pkcs11
+      ? Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["ATTESTD_SIGNER", "pkcs11"]])).pipe(ConfigProvider.orElse(() => ConfigProvider.fromEnv())))
+      : identity
+  )
+
+const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (each instance takes it up at its next start, with its certificate)"))
+
+const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
+  Effect.gen(function*() {
+    const rotated = yield* withKeyCustody(rotateKey(tsa ? "tsa" : "t0"), false).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
+    yield* Console.log(JSON.stringify(rotated))
+  })).pipe(Command.withDescription(
+    "add a new active signing key (in the token with ATTESTD_SIGNER=pkcs11); the previous key retires 10 s later; prints {kid, activated_at}"
+  ))
+
+const create = Command.make(
+  "create",
+  {
+    pkcs11: Options.boolean("pkcs11").pipe(Options.withDescription("generate the key in the PKCS#11 token (ATTESTD_PKCS11_MODULE, _TOKEN, _PIN_FILE), as ATTESTD_SIGNER=pkcs11 does")),
+    tsa: tsaOption
+  },
+  ({ pkcs11, tsa }) =>
+    Effect.gen(function*() {
+      const created = yield* withKeyCustody(createKey(tsa ? "tsa" : "t0"), pkcs11).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
+      if ("existing" in created) return yield* fail(`a signing key is already active (${created.existing}); attestd signing-keys rotate replaces it`)
+      yield* Console.log(JSON.stringify(created))
+    })
+).pipe(Command.withDescription("make the first signing key before the first start (in the token with --pkcs11); prints {kid, activated_at}"))
+
+const encrypt = Command.make("encrypt", {}, () =>
   Effect.gen(function*() {
     const config = yield* loadConfig
-    const key = generateKey(config.dataDir, Date.now())
-    yield* withDatabase(registerPublicKeys([key]))
-    yield* Console.log(JSON.stringify({ kid: key.kid, created_at: key.createdAt, jwk: key.jwk }))
-  })).pipe(Command.withDescription("add a new active signing key; old keys stay listed and verifiable"))
+    if (config.signer._tag !== "file" || Option.isNone(config.signer.passphraseFile)) {
+      return yield* usage("signing-keys encrypt needs ATTESTD_KEY_PASSPHRASE_FILE (a file holding the passphrase) and ATTESTD_SIGNER=file")
+    }
+    const { passphraseFile } = config.signer
+    const result = yield* Effect.try({
+      try: () => encryptKeyFiles(config.dataDir, readPassphrase(passphraseFile)!),
+      catch: (e) => (e instanceof Error ? e.message : String(e))
+    }).pipe(Effect.catchAll(fail))
+    yield* Console.log(JSON.stringify(result))
+  })).pipe(Command.withDescription("encrypt the plain key files of the data dir in place with the passphrase of ATTESTD_KEY_PASSPHRASE_FILE"))
 
-const signingKeys = Command.make("signing-keys").pipe(Command.withDescription("the service's ECDSA P-256 signing keys"), Command.withSubcommands([rotate]))
+const signingKeys = Command.make("signing-keys").pipe(
+  Command.withDescription("the service's ECDSA P-256 signing keys: create, rotate, encrypt"),
+  Command.withSubcommands([create, rotate, encrypt])
+)
 
 const brandSet = Command.make(
   "set",
@@ -382,7 +429,9 @@ export const COMMANDS: ReadonlyMap<string, () => Usage.Usage> = new Map([
   ["keys create", () => Command.getUsage(keysCreate)],
   ["keys list", () => Command.getUsage(keysList)],
   ["keys revoke", () => Command.getUsage(keysRevoke)],
+  ["signing-keys create", () => Command.getUsage(create)],
   ["signing-keys rotate", () => Command.getUsage(rotate)],
+  ["signing-keys encrypt", () => Command.getUsage(encrypt)],
   ["brand set", () => Command.getUsage(brandSet)],
   ["verify", () => Command.getUsage(verifyCommand)],
   ["stamp", () => Command.getUsage(stampCommand)],

@@ -136,14 +136,14 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
       Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
         const registeredAt = formatMicros(nanos / 1000n)
         return Effect.forEach(hashes, (hash) =>
-          Effect.map(signer.sign(t0Payload(hash, registeredAt)), (signature): NewAttestationRow => ({
+          Effect.map(signer.sign(t0Payload(hash, registeredAt), registeredAt), (signed): NewAttestationRow => ({
             id: newAttestationId(),
             hash_hex: hash,
             registered_at: registeredAt,
-            signature,
-            signing_key_id: signer.currentKid,
+            signature: signed.signature,
+            signing_key_id: signed.kid,
             format_version: FORMAT_VERSION
-          })))
+          })), { concurrency: signer.parallelism })
       })
 
     /** Each key's claim to make, once, on each digest whose claim it does not hold, in (seq, key) order. */

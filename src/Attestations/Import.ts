@@ -256,7 +256,7 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
     if (toInsert.length === 0) return outcomes
     const keys = new Map(toInsert.map((r) => [r.jwk.kid, r.jwk]))
     for (const jwk of keys.values()) {
-      // A key this instance signs with stays active; any other one is listed as retired.
+      // A key this instance signs with stays active; any other one is listed as retired, its window set below.
       yield* sql`INSERT INTO signing_keys (kid, jwk, created_at, active)
         VALUES (${jwk.kid}, ${JSON.stringify(jwk)}, ${now}, ${isPg ? false : 0}) ON CONFLICT (kid) DO NOTHING`
     }
@@ -274,6 +274,20 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
       const rows = yield* insertedHashRows(sql`INSERT INTO attestations ${sql.insert(part)}
         ON CONFLICT (hash_hex) DO NOTHING RETURNING hash_hex`)
       for (const row of rows) inserted.add(row.hashHex)
+    }
+    // An imported key's window spans the signatures imported with it (wire times sort as text).
+    const spans = new Map<string, { first: string; last: string }>()
+    for (const r of toInsert) {
+      if (!inserted.has(r.hashHex)) continue
+      const span = spans.get(r.jwk.kid)
+      if (span === undefined) spans.set(r.jwk.kid, { first: r.registeredAt, last: r.registeredAt })
+      else spans.set(r.jwk.kid, { first: r.registeredAt < span.first ? r.registeredAt : span.first, last: r.registeredAt > span.last ? r.registeredAt : span.last })
+    }
+    for (const [kid, { first, last }] of spans) {
+      yield* sql`UPDATE signing_keys SET
+        activated_at = CASE WHEN activated_at IS NULL OR activated_at > ${first} THEN ${first} ELSE activated_at END,
+        retired_at = CASE WHEN retired_at IS NULL OR retired_at < ${last} THEN ${last} ELSE retired_at END
+        WHERE kid = ${kid} AND NOT active`
     }
     // A hash attested through the API between our read and our insert: compare with what won.
     const lost = toInsert.filter((r) => !inserted.has(r.hashHex))

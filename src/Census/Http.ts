@@ -113,6 +113,7 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
           const values = [...new Set(hashes.map((h) => derivedValue(listKey, h)))].sort()
           const payloadText = signedListPayload(values)
           const t = yield* Clock.currentTimeMillis
+          const signed = yield* signer.sign(payloadText, formatMillis(t))
           const list = {
             id: newListId(),
             apiKeyId: key.id,
@@ -120,8 +121,8 @@ export const CensusLive = HttpApiBuilder.group(Api, "census", (handlers) =>
             label: payload.label ?? null,
             keyHash: hashSecret(listKey),
             itemCount: values.length,
-            signingKeyId: signer.currentKid,
-            signature: yield* signer.sign(payloadText),
+            signingKeyId: signed.kid,
+            signature: signed.signature,
             signedPayloadSha256: createHash("sha256").update(payloadText, "utf8").digest("hex"),
             createdAt: formatMillis(t),
             expiresAt: formatMillis(t + payload.expires_in_hours * 3600_000)

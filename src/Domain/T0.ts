@@ -22,6 +22,9 @@ export const normalizeLowS = (der: Uint8Array): Uint8Array => {
   return sig.hasHighS() ? new p256.Signature(sig.r, p256.Point.Fn.neg(sig.s)).toBytes("der") : der
 }
 
+/** A raw r‖s signature (64 bytes, as PKCS#11's CKM_ECDSA and WebCrypto return it) as low-S DER. */
+export const compactToLowSDer = (rs: Uint8Array): Uint8Array => normalizeLowS(p256.Signature.fromBytes(rs, "compact").toBytes("der"))
+
 export interface PublicJwk {
   readonly kty: "EC"
   readonly crv: "P-256"

@@ -61,3 +61,17 @@ export const secondsToNextUtcMonth = (millis: number): number => {
   const next = Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 1)
   return Math.max(1, Math.ceil((next - millis) / 1000))
 }
+
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/
+
+/**
+ * An ISO 8601 instant with its zone (`Z` or `±hh:mm`) in microseconds since the epoch: the
+ * wire format to the microsecond, any other form to the millisecond; undefined otherwise.
+ */
+export const parseInstantMicros = (s: string): bigint | undefined => {
+  const wire = parseMicros(s)
+  if (wire !== undefined) return wire
+  if (!ISO_INSTANT.test(s)) return undefined
+  const millis = Date.parse(s)
+  return Number.isNaN(millis) ? undefined : BigInt(millis) * 1000n
+}

@@ -67,7 +67,7 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
     return handlers
       .handle("info", () =>
         // Every published key, as GET /v1/keys lists them (retired ones too); current_signing_key_id signs.
-        Effect.map(Effect.zip(keys.listed, clock.state), ([jwks, clockState]) => ({
+        Effect.map(Effect.all([keys.listed, signer.currentKid, clock.state]), ([jwks, currentKid, clockState]) => ({
           name: "attestd" as const,
           version: SERVICE_VERSION,
           api_version: "v1" as const,
@@ -75,7 +75,7 @@ export const InfoLive = HttpApiBuilder.group(Api, "info", (handlers) =>
           environment: config.environment,
           features: [...FEATURES, ...health.features()],
           signing_key_ids: jwks.map((k) => k.kid),
-          current_signing_key_id: signer.currentKid,
+          current_signing_key_id: currentKid,
           tiers: health.tiers(),
           assurance: ASSURANCE,
           assurance_notice: ASSURANCE_NOTICE,

@@ -6,7 +6,7 @@
 import { createECDH, createHash, createHmac, createPrivateKey, type KeyObject } from "node:crypto"
 import { buildTree } from "../Sealing/MerkleBuilder.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
-import { publicJwkOf, signPayload } from "../Platform/Signer.js"
+import { publicJwkOf, signPayload } from "../Platform/Keys/FileKeys.js"
 
 const sha256Hex = (s: string) => createHash("sha256").update(s, "utf8").digest("hex")
 

@@ -4,9 +4,15 @@
  *   manifest.json     format, service version, time, store, files
  *   attestd.db        SQLite only: a consistent online copy (VACUUM INTO, a read
  *                     transaction: the service keeps running and writing)
- *   signing-keys/     the T0 signing keys (PKCS#8 PEM) from the data dir
+ *   signing-keys/     the signing key files (PKCS#8 PEM) from the data dir
  *   demo-tsa/         the embedded demo TSA's key and certificates, if any
  *   …                 anything else in the data dir (never the live database files)
+ *
+ * Private keys follow the key custody (CONTRACT §8): with ATTESTD_SIGNER=pkcs11 no file
+ * holding a private key, plain or encrypted, is copied (the keys live in the token, which
+ * is backed up on its own terms); with ATTESTD_KEY_PASSPHRASE_FILE only encrypted ones
+ * are; otherwise plain key files are copied as they are. The manifest names the custody
+ * and every file left out.
  *
  * On Postgres the database is not copied (use pg_dump; docs/operations.md); the
  * data-dir files still are, they are not in the database.
@@ -16,7 +22,7 @@
  * restore writes into the data dir.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Option, ParseResult, Schema } from "effect"
 import { cpSync, existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative, resolve } from "node:path"
 import { SERVICE_VERSION } from "../Domain/Version.js"
@@ -33,7 +39,11 @@ const Manifest = Schema.Struct({
   created_at: Schema.String,
   store: Schema.Literal("sqlite", "pg"),
   database_file: Schema.NullOr(Schema.String),
-  files: Schema.Array(Schema.String)
+  files: Schema.Array(Schema.String),
+  /** How private keys were treated (absent in backups of earlier versions). */
+  key_custody: Schema.optional(Schema.Literal("pkcs11", "encrypted-files", "plain-files")),
+  /** Data-dir files holding private keys that the custody kept out of the backup. */
+  left_out: Schema.optional(Schema.Array(Schema.String))
 })
 export type Manifest = typeof Manifest.Type
 
@@ -67,6 +77,28 @@ const sqliteFile = (url: string) => {
   const path = sqlitePath(url)
   return path === ":memory:" ? undefined : resolve(path)
 }
+
+const PLAIN_PRIVATE_KEY = /-----BEGIN (?!ENCRYPTED )(?:[A-Z0-9]+ )*PRIVATE KEY-----/
+const ENCRYPTED_PRIVATE_KEY = "-----BEGIN ENCRYPTED PRIVATE KEY-----"
+/** Larger files are not PEM keys (a key file is a few hundred bytes). */
+const KEY_FILE_MAX_BYTES = 1 << 20
+
+/** The private key material a file holds: in clear (any plain PEM key), only encrypted, or none. */
+const keyMaterialOf = (path: string): "plain" | "encrypted" | undefined => {
+  if (statSync(path).size > KEY_FILE_MAX_BYTES) return undefined
+  const text = readFileSync(path, "latin1")
+  if (PLAIN_PRIVATE_KEY.test(text)) return "plain"
+  return text.includes(ENCRYPTED_PRIVATE_KEY) ? "encrypted" : undefined
+}
+
+type KeyCustodyKind = NonNullable<Manifest["key_custody"]>
+
+const custodyOf = (config: AppConfigShape): KeyCustodyKind =>
+  config.signer._tag === "pkcs11" ? "pkcs11" : Option.isSome(config.signer.passphraseFile) ? "encrypted-files" : "plain-files"
+
+/** Whether the custody lets a file with this key material into a backup. */
+const carried = (custody: KeyCustodyKind, material: "plain" | "encrypted" | undefined): boolean =>
+  material === undefined || custody === "plain-files" || (custody === "encrypted-files" && material === "encrypted")
 
 /** Files of the data dir to carry (relative paths), never the live SQLite files. */
 const dataDirFiles = (dataDir: string, dbFile: string | undefined): Array<string> => {
@@ -109,7 +141,13 @@ export const backup = (config: AppConfigShape, to: string) =>
       }).pipe(Effect.provide(layerFromUrl(config.databaseUrl)))
       yield* fsStep(() => restrictFile(join(partial, DB_FILE)))
     }
-    const files = dataDirFiles(resolve(config.dataDir), dbFile)
+    const custody = custodyOf(config)
+    const all = dataDirFiles(resolve(config.dataDir), dbFile)
+    const leftOut = yield* fsStep(() => all.filter((f) => !carried(custody, keyMaterialOf(join(config.dataDir, f)))))
+    const files = all.filter((f) => !leftOut.includes(f))
+    if (leftOut.length > 0) {
+      yield* Effect.logWarning(`backup: ${leftOut.length} file(s) holding private keys left out (key custody ${custody}): ${leftOut.join(", ")}`)
+    }
     yield* fsStep(() => {
       for (const f of files) copyPrivate(join(config.dataDir, f), join(partial, f))
     })
@@ -119,7 +157,9 @@ export const backup = (config: AppConfigShape, to: string) =>
       created_at: new Date().toISOString(),
       store,
       database_file: dbFile === undefined ? null : DB_FILE,
-      files
+      files,
+      key_custody: custody,
+      left_out: leftOut
     }
     yield* fsStep(() => {
       writeFileSync(join(partial, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n", { mode: PRIVATE_FILE_MODE })

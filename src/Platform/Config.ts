@@ -127,6 +127,15 @@ const originOf = (text: string): string | undefined => {
   }
 }
 
+/**
+ * Where the signing keys live (CONTRACT §8). `file`: PKCS#8 files in the data dir,
+ * encrypted when a passphrase file is given; `pkcs11`: keys generated in a PKCS#11
+ * token that never leave it. Secrets (passphrase, PIN) are named by file only.
+ */
+export type SignerSettings =
+  | { readonly _tag: "file"; readonly passphraseFile: Option.Option<string> }
+  | { readonly _tag: "pkcs11"; readonly module: string; readonly token: string; readonly pinFile: string }
+
 export interface AppConfigShape {
   readonly port: number
   readonly host: string
@@ -170,6 +179,8 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
+  /** ATTESTD_SIGNER and its settings: where the T0 (and TSA) keys live. */
+  readonly signer: SignerSettings
   /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
   readonly timestamping: TimestampingConfig
 }
@@ -259,6 +270,34 @@ const count = (name: string, fallback: number) =>
     Config.validate({ message: `${name} must be 0 or a positive integer`, validation: (n) => n >= 0 })
   )
 
+const signerSettings: Config.Config<SignerSettings> = Config.all({
+  kind: Config.literal("file", "pkcs11")("ATTESTD_SIGNER").pipe(Config.withDefault("file" as const)),
+  passphraseFile: Config.option(Config.string("ATTESTD_KEY_PASSPHRASE_FILE")),
+  module: Config.option(Config.string("ATTESTD_PKCS11_MODULE")),
+  token: Config.option(Config.string("ATTESTD_PKCS11_TOKEN")),
+  pinFile: Config.option(Config.string("ATTESTD_PKCS11_PIN_FILE"))
+}).pipe(
+  Config.mapOrFail((s): Either.Either<SignerSettings, ConfigError.ConfigError> => {
+    if (s.kind === "file") return Either.right({ _tag: "file", passphraseFile: s.passphraseFile })
+    if (Option.isSome(s.passphraseFile)) {
+      return Either.left(ConfigError.InvalidData(
+        ["ATTESTD_KEY_PASSPHRASE_FILE"],
+        "encrypts key files, so it applies to ATTESTD_SIGNER=file only; with pkcs11 the keys stay in the token"
+      ))
+    }
+    const missing = (["ATTESTD_PKCS11_MODULE", "ATTESTD_PKCS11_TOKEN", "ATTESTD_PKCS11_PIN_FILE"] as const).filter((_, i) =>
+      Option.isNone([s.module, s.token, s.pinFile][i]!)
+    )
+    if (Option.isNone(s.module) || Option.isNone(s.token) || Option.isNone(s.pinFile)) {
+      return Either.left(ConfigError.MissingData(
+        [...missing],
+        `ATTESTD_SIGNER=pkcs11 needs ${missing.join(", ")} (the module's .so, the token label, a file holding the user PIN)`
+      ))
+    }
+    return Either.right({ _tag: "pkcs11", module: s.module.value, token: s.token.value, pinFile: s.pinFile.value })
+  })
+)
+
 export const appConfig: Config.Config<AppConfigShape> = Config.all({
   port: Config.integer("PORT").pipe(
     Config.withDefault(8080),
@@ -329,6 +368,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       return Either.right(origins)
     })
   ),
+  signer: signerSettings,
   timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
@@ -414,6 +454,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
+    signer: { _tag: "file", passphraseFile: Option.none() },
     timestamping: {
       enabled: true,
       access: "public",

@@ -86,7 +86,7 @@ export class HealthChecks extends Effect.Service<HealthChecks>()("Platform/Healt
     const run = Effect.gen(function*() {
       const checks: Record<string, CheckValue> = {
         database: yield* database,
-        signer: signer.currentKid ? "ok" : "unhealthy"
+        signer: yield* signer.health
       }
       for (const p of probes) checks[p.name] = yield* p.check
       for (const w of workers) checks[w.name] = yield* w.check

@@ -201,7 +201,7 @@ export const refreshGauges = (expiries: TokenExpiries) => Effect.gen(function*()
     workerDegraded.unsafeUpdate(w.degraded ? 1 : 0, labels({ worker: w.name }))
   }
   buildInfo.unsafeUpdate(1, labels({ version: SERVICE_VERSION, node: process.version }))
-  signingKeyInfo.unsafeUpdate(1, labels({ kid: signer.currentKid }))
+  signingKeyInfo.unsafeUpdate(1, labels({ kid: yield* signer.currentKid }))
 
   const [t0] = yield* sql<{ n: number | string; oldest: string | null }>`
     SELECT count(*) AS n, min(registered_at) AS oldest FROM attestations WHERE level = 'T0'`

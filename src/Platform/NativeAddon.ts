@@ -1,5 +1,6 @@
 /**
- * Native addons of the single executable (better-sqlite3's). A `.node` file loads only
+ * Native addons of the single executable (better-sqlite3's, and pkcs11js's for
+ * ATTESTD_SIGNER=pkcs11). A `.node` file loads only
  * from disk, so the executable writes its embedded copy (a SEA asset) to
  * `$TMPDIR/attestd-native-<uid>/` and loads it from there. Before loading, the
  * directory must be the user's own — a real directory (lstat: no symlink), owned by
@@ -102,19 +103,31 @@ export const loadNativeAddon = (source: NativeAddonSource): unknown => {
 }
 
 declare const __ATTESTD_SQLITE_ADDON_SHA256__: string | undefined
+declare const __ATTESTD_PKCS11_ADDON_SHA256__: string | undefined
+
+/** An addon embedded as the SEA asset `<name>.node`, checked against the hash the build recorded. */
+const seaBinding = (name: string, sha256: string | undefined, what: string): unknown => {
+  if (sha256 === undefined) throw new NativeAddonError(`this executable was built without the SHA-256 of its ${what} addon`)
+  return loadNativeAddon({
+    name,
+    sha256,
+    bytes: () => new Uint8Array(getAsset(`${name}.node`)),
+    baseDir: tmpdir(),
+    uid: process.getuid?.()
+  })
+}
 
 /**
  * better-sqlite3's binding in the single executable: scripts/bundle.mjs --sea makes every
  * Database call this (its `nativeBinding` option) and defines the build-time hash.
  */
-export const seaSqliteBinding = (): unknown => {
-  const sha256 = typeof __ATTESTD_SQLITE_ADDON_SHA256__ === "string" ? __ATTESTD_SQLITE_ADDON_SHA256__ : undefined
-  if (sha256 === undefined) throw new NativeAddonError("this executable was built without the SHA-256 of its SQLite addon")
-  return loadNativeAddon({
-    name: "better_sqlite3",
-    sha256,
-    bytes: () => new Uint8Array(getAsset("better_sqlite3.node")),
-    baseDir: tmpdir(),
-    uid: process.getuid?.()
-  })
-}
+export const seaSqliteBinding = (): unknown =>
+  seaBinding("better_sqlite3", typeof __ATTESTD_SQLITE_ADDON_SHA256__ === "string" ? __ATTESTD_SQLITE_ADDON_SHA256__ : undefined, "SQLite")
+
+/**
+ * pkcs11js's binding in the single executable: scripts/bundle.mjs --sea makes pkcs11js
+ * load this in place of its `build/Release/pkcs11.node`, only when the PKCS#11 signer
+ * is configured (the module is imported then).
+ */
+export const seaPkcs11Binding = (): unknown =>
+  seaBinding("pkcs11", typeof __ATTESTD_PKCS11_ADDON_SHA256__ === "string" ? __ATTESTD_PKCS11_ADDON_SHA256__ : undefined, "PKCS#11")

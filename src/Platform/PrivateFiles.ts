@@ -8,7 +8,7 @@
  * ENOENT under an existing parent (/proc/nope), and it leaves the umask's mode on
  * every parent it makes. Failures are Errors naming the path and the reason.
  */
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, statSync } from "node:fs"
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { dirname, resolve } from "node:path"
 
 export const PRIVATE_DIR_MODE = 0o700
@@ -86,4 +86,40 @@ export const prepareSqliteFile = (file: string): void => {
   makePrivateDir(dirname(file))
   makePrivateFile(file)
   for (const suffix of SQLITE_COMPANIONS) restrictFile(file + suffix)
+}
+
+/**
+ * Throws, naming the file, when `path` can be read or written by group or others:
+ * a key, PIN or passphrase file the umask or a copy left open is refused, not used.
+ */
+export const requireOwnerOnly = (path: string, what: string): void => {
+  const mode = statSync(path).mode & 0o777
+  if ((mode & 0o077) !== 0) {
+    throw new Error(
+      `${what} ${path} has mode ${mode.toString(8).padStart(4, "0")}: it is open to group or others; make it 0600 (chmod 600 ${path})`
+    )
+  }
+}
+
+/** A secret held in a file (a PIN, a passphrase): owner-only, its trailing newline dropped, never empty. */
+export const readSecretFile = (path: string, what: string): string => {
+  let text: string
+  try {
+    requireOwnerOnly(path, what)
+    text = readFileSync(path, "utf8").replace(/\r?\n$/, "")
+  } catch (e) {
+    if (codeOf(e) === "ENOENT") throw new Error(`${what} ${path} does not exist`)
+    throw e instanceof Error ? e : new Error(String(e))
+  }
+  if (text.length === 0) throw new Error(`${what} ${path} is empty`)
+  return text
+}
+
+/** Writes `data` to `path` as a new 0600 file beside it, renamed over it: readers see the old or the new file, whole. */
+export const writePrivateFileAtomic = (path: string, data: string | Uint8Array): void => {
+  const partial = `${path}.partial-${process.pid}`
+  rmSync(partial, { force: true }) // left by a crash of an earlier process with this pid
+  writeFileSync(partial, data, { mode: PRIVATE_FILE_MODE, flag: "wx" })
+  chmodSync(partial, PRIVATE_FILE_MODE)
+  renameSync(partial, path)
 }

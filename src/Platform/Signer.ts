@@ -1,121 +1,142 @@
 /**
- * The signer port. T0 keys live in `<dataDir>/signing-keys/` as PKCS#8 PEM
- * (mode 0600), parsed once into KeyObjects; signing is node:crypto's (OpenSSL's)
- * `crypto.sign` with the parsed key, and nothing here touches key material. Public keys of every instance are
- * registered in the database so any instance can list and verify them.
- * The newest key file is the current one; `attestd signing-keys rotate` adds one.
+ * The signer port: signs T0 payloads (and derived lists) with the current T0 key, through
+ * the configured key custody (ATTESTD_SIGNER: key files or a PKCS#11 token, Keys/). It
+ * never sees key material.
  *
- * The time-stamping authority's key (CONTRACT §6) is a key of its own, never a
- * T0 key, held by the same port: `<dataDir>/signing-keys/tsa/`, the newest
- * file current, made on the first start with timestamping on. The port shows
- * it as a `KeySigner` (its public key and a `sign` over bytes), the shape a
- * PKCS#11 adapter provides for a key that never leaves its token.
+ * Which key is current comes from the signing_keys table, polled every KEY_POLL_INTERVAL:
+ * the newest-activated key this instance holds whose window contains the time being
+ * signed. `attestd signing-keys rotate` adds a key activated now and ends the previous
+ * keys' windows ROTATION_OVERLAP later, so every instance switches (with a shared token
+ * or data dir) within its window and no signature falls outside its key's window. A key
+ * this instance does not hold (another instance's own key file) is never chosen. An
+ * instance left without an unretired key (the first start; a rotation by an instance that
+ * does not share its custody) generates one of its own.
+ *
+ * The time-stamping authority's key (CONTRACT §6) is a key of its own (role `tsa`), in the
+ * same custody, shown as a KeySigner: the newest unretired one when the instance starts,
+ * since its certificate is made (demo) or checked (production) then.
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Effect, Layer, Option } from "effect"
-import {
-  createPrivateKey,
-  createPublicKey,
-  generateKeyPairSync,
-  type KeyObject,
-  sign as nodeSign
-} from "node:crypto"
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { join } from "node:path"
-import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
+import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
+import { createPublicKey } from "node:crypto"
+import { ServiceUnavailable } from "../Domain/Errors.js"
+import { jwkThumbprint } from "../Domain/T0.js"
+import { formatMillis } from "../Domain/Time.js"
+import { AppConfig } from "./Config.js"
+import { type HeldKey, KeyCustody, type KeyRole } from "./Keys/Custody.js"
+import { layerFileKeys } from "./Keys/FileKeys.js"
+import { layerPkcs11Keys } from "./Keys/Pkcs11Keys.js"
+import { type KeyWindow, keyWindows, registerKey, retireKeys } from "./SigningKeys.js"
 
 export { jwkThumbprint }
-import { formatMillis } from "../Domain/Time.js"
-import { ServiceUnavailable } from "../Domain/Errors.js"
-import { AppConfig } from "./Config.js"
 
-export interface LoadedKey {
-  readonly kid: string
-  readonly jwk: PublicJwk
-  readonly privateKey: KeyObject
-  readonly createdAt: string
+/** How often every instance reads the key table (rotation reaches it within this). */
+export const KEY_POLL_INTERVAL = Duration.seconds(2)
+/** How long a rotated-out key stays valid after its successor's activation: the instances' time to switch. */
+export const ROTATION_OVERLAP = Duration.seconds(10)
+
+/** The custody ATTESTD_SIGNER names: key files in the data dir, or a PKCS#11 token. */
+export const KeyCustodyLive = Layer.unwrapEffect(
+  Effect.map(AppConfig, (config) =>
+    config.signer._tag === "pkcs11" ? layerPkcs11Keys(config.signer) : layerFileKeys(config.dataDir, config.signer.passphraseFile))
+)
+
+interface KeyState {
+  /** The role's windows, newest activation first. */
+  readonly windows: ReadonlyArray<KeyWindow>
+  readonly held: ReadonlyMap<string, HeldKey>
+  /** The kids the table named at the last look into custody (held or not: another instance's own key). */
+  readonly looked: ReadonlySet<string>
 }
+
+/** The key that signs what is registered at `at` (wire time): the newest held key whose window contains it. */
+const keyFor = (state: KeyState, at: string): HeldKey | undefined => {
+  const w = state.windows.find((w) => state.held.has(w.kid) && w.activatedAt <= at && (w.retiredAt === null || at <= w.retiredAt))
+  return w === undefined ? undefined : state.held.get(w.kid)
+}
+
+const byKid = (keys: ReadonlyArray<HeldKey>): ReadonlyMap<string, HeldKey> => new Map(keys.map((k) => [k.kid, k]))
 
 /**
- * A new P-256 private key, generated as PEM and read back. A KeyObject straight
- * from generateKeyPairSync shares its lock with the generation job, and Node 20
- * can deadlock when a garbage collection frees that job during a JWK export of
- * the key (seen once: a test process hung for good in ExportJWKEcKey → GC →
- * ~KeyGenJob → pthread_mutex_lock). A key read from PEM shares nothing with it.
+ * A key of its own for an instance none of whose held keys of `role` is left unretired: the
+ * first start, or a rotation by an instance that does not share this one's custody (its own
+ * data dir holding a copy of the rotated key). Generated in custody, active now.
  */
-export const newP256Key = (): KeyObject =>
-  createPrivateKey(
-    generateKeyPairSync("ec", {
-      namedCurve: "P-256",
-      privateKeyEncoding: { type: "pkcs8", format: "pem" },
-      publicKeyEncoding: { type: "spki", format: "pem" }
-    }).privateKey
-  )
-
-export const publicJwkOf = (key: KeyObject): PublicJwk => {
-  const jwk = createPublicKey(key).export({ format: "jwk" }) as { x: string; y: string }
-  return { kty: "EC", crv: "P-256", alg: "ES256", use: "sig", kid: jwkThumbprint(jwk.x, jwk.y), x: jwk.x, y: jwk.y }
-}
-
-const keyDir = (dataDir: string) => join(dataDir, "signing-keys")
-
-/** Where the time-stamping authority's key lives: beside the T0 keys, in a folder of its own. */
-export const tsaKeyDir = (dataDir: string) => join(keyDir(dataDir), "tsa")
-
-const loadKeyFile = (path: string, createdAt: string): LoadedKey => {
-  const privateKey = createPrivateKey(readFileSync(path))
-  const jwk = publicJwkOf(privateKey)
-  return { kid: jwk.kid, jwk, privateKey, createdAt }
-}
-
-/** Reads every key file, oldest first. File names start with a sortable UTC stamp. */
-export const loadKeys = (dataDir: string): Array<LoadedKey> => loadKeysIn(keyDir(dataDir))
-
-const loadKeysIn = (dir: string): Array<LoadedKey> => {
-  if (!existsSync(dir)) return []
-  return readdirSync(dir)
-    .filter((f) => f.endsWith(".pem"))
-    .sort()
-    .map((f) => {
-      const stamp = f.slice(0, 15) // YYYYMMDDTHHMMSS
-      const createdAt = `${stamp.slice(0, 4)}-${stamp.slice(4, 6)}-${stamp.slice(6, 8)}T${stamp.slice(9, 11)}:${
-        stamp.slice(11, 13)
-      }:${stamp.slice(13, 15)}.000000+00:00`
-      return loadKeyFile(join(dir, f), createdAt)
-    })
-}
-
-/** Generates a new P-256 key into the data dir (mode 0600) and returns it. */
-export const generateKey = (dataDir: string, nowMillis: number): LoadedKey => generateKeyIn(keyDir(dataDir), nowMillis)
-
-const generateKeyIn = (dir: string, nowMillis: number): LoadedKey => {
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  const privateKey = newP256Key()
-  const jwk = publicJwkOf(privateKey)
-  const stamp = new Date(nowMillis).toISOString().replace(/[-:]/g, "").slice(0, 15)
-  const path = join(dir, `${stamp}-${jwk.kid}.pem`)
-  writeFileSync(path, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600 })
-  chmodSync(path, 0o600)
-  return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(nowMillis) }
-}
-
-/** node:crypto's (OpenSSL's) signature of `payload`: ECDSA over SHA-256(payload), DER, low-S. */
-export const signPayloadDer = (key: KeyObject, payload: string): Uint8Array =>
-  normalizeLowS(nodeSign("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }))
-
-export const signPayload = (key: KeyObject, payload: string): string =>
-  Buffer.from(signPayloadDer(key, payload)).toString("base64")
-
-/** A signing function over `key` as the Signer port holds it: Base64 DER, low-S; a failure is a ServiceUnavailable. */
-const keySigner = (key: KeyObject) => (payload: string): Effect.Effect<string, ServiceUnavailable> =>
-  Effect.try({
-    try: () => signPayload(key, payload),
-    catch: (cause) => new ServiceUnavailable({ message: `the signing key could not sign: ${String(cause)}` })
+const ensureUnretired = (role: KeyRole, state: KeyState) =>
+  Effect.gen(function*() {
+    if (state.windows.some((w) => state.held.has(w.kid) && w.retiredAt === null)) return state
+    const custody = yield* KeyCustody
+    const millis = yield* Clock.currentTimeMillis
+    const made = yield* custody.generate(role, millis)
+    yield* registerKey(role, made.jwk, formatMillis(millis), formatMillis(millis))
+    yield* state.held.size === 0
+      ? Effect.logInfo(`generated ${role} signing key ${made.kid} in ${custody.where}`)
+      : Effect.logWarning(`every ${role} signing key this instance holds was rotated out elsewhere; generated ${made.kid} in ${custody.where}`)
+    const windows = yield* keyWindows(role)
+    return { windows, held: new Map([...state.held, [made.kid, made]]), looked: new Set(windows.map((w) => w.kid)) } satisfies KeyState
   })
 
 /**
- * A key that signs bytes for a purpose other than T0 (the TSA's signed
- * attributes): ECDSA P-256 over SHA-256(data), DER, low-S.
+ * The keys of `role` at start: those the custody holds that the table lacks are registered
+ * (from their file's time), a key superseded by a newer one it holds is retired at the newer
+ * one's activation plus the overlap, and without an unretired key one is generated.
+ */
+const prepareRole = (role: KeyRole) =>
+  Effect.gen(function*() {
+    const custody = yield* KeyCustody
+    const now = formatMillis(yield* Clock.currentTimeMillis)
+    const held = yield* custody.held(role)
+    const known = new Set((yield* keyWindows(role)).map((w) => w.kid))
+    for (const k of held) {
+      if (!known.has(k.kid)) yield* registerKey(role, k.jwk, k.createdAt ?? now, k.createdAt ?? now)
+    }
+    const mine = (yield* keyWindows(role)).filter((w) => held.some((k) => k.kid === w.kid))
+    for (const [newer, older] of mine.slice(0, -1).map((w, i) => [w, mine[i + 1]!] as const)) {
+      if (older.retiredAt === null) yield* retireKeys([older.kid], overlapEnd(newer.activatedAt))
+    }
+    const windows = yield* keyWindows(role)
+    return yield* ensureUnretired(role, { windows, held: byKid(held), looked: new Set(windows.map((w) => w.kid)) })
+  })
+
+const overlapEnd = (activatedAt: string): string => formatMillis(Date.parse(activatedAt.slice(0, 23) + "Z") + Duration.toMillis(ROTATION_OVERLAP))
+
+/**
+ * `attestd signing-keys rotate`: a new key of `role` in custody, active now; the keys of
+ * `role` the custody held before retire after the overlap. Returns the new key and its
+ * activation time.
+ */
+export const rotateKey = (role: KeyRole) =>
+  Effect.gen(function*() {
+    const custody = yield* KeyCustody
+    const before = yield* custody.held(role)
+    const millis = yield* Clock.currentTimeMillis
+    const made = yield* custody.generate(role, millis)
+    const activatedAt = formatMillis(millis)
+    yield* registerKey(role, made.jwk, activatedAt, activatedAt)
+    yield* retireKeys(before.map((k) => k.kid).filter((kid) => kid !== made.kid), overlapEnd(activatedAt))
+    return { kid: made.kid, activated_at: activatedAt, jwk: made.jwk }
+  })
+
+/**
+ * `attestd signing-keys create`: the first key of `role` in custody, active now; refused
+ * when the custody already holds one that is not retired (rotate replaces keys).
+ */
+export const createKey = (role: KeyRole) =>
+  Effect.gen(function*() {
+    const custody = yield* KeyCustody
+    const held = new Set((yield* custody.held(role)).map((k) => k.kid))
+    const current = (yield* keyWindows(role)).find((w) => held.has(w.kid) && w.retiredAt === null)
+    if (current !== undefined) return { existing: current.kid } as const
+    const millis = yield* Clock.currentTimeMillis
+    const made = yield* custody.generate(role, millis)
+    const activatedAt = formatMillis(millis)
+    yield* registerKey(role, made.jwk, activatedAt, activatedAt)
+    return { kid: made.kid, activated_at: activatedAt, jwk: made.jwk }
+  })
+
+/**
+ * A key that signs bytes for a purpose other than T0 (the TSA's signed attributes):
+ * ECDSA P-256 over SHA-256(data), DER, low-S.
  */
 export interface KeySigner {
   readonly kid: string
@@ -125,80 +146,72 @@ export interface KeySigner {
   readonly sign: (data: Uint8Array) => Effect.Effect<Uint8Array, ServiceUnavailable>
 }
 
-/** A KeySigner over a parsed key file. */
-export const fileKeySigner = (key: LoadedKey): KeySigner => ({
+/** A held key as a KeySigner. */
+export const keySignerOf = (key: HeldKey): KeySigner => ({
   kid: key.kid,
-  publicKeySpki: new Uint8Array(createPublicKey(key.privateKey).export({ type: "spki", format: "der" })),
-  sign: (data) =>
-    Effect.try({
-      try: () => normalizeLowS(nodeSign("sha256", data, { key: key.privateKey, dsaEncoding: "der" })),
-      catch: (cause) => new ServiceUnavailable({ message: `the TSA key could not sign: ${String(cause)}` })
-    })
+  publicKeySpki: new Uint8Array(createPublicKey({ key: { kty: "EC", crv: "P-256", x: key.jwk.x, y: key.jwk.y }, format: "jwk" })
+    .export({ type: "spki", format: "der" })),
+  sign: key.sign
 })
 
-/** The current TSA key (the newest in tsaKeyDir), made when there is none. */
-export const loadOrCreateTsaKey = (dataDir: string) =>
-  Effect.gen(function*() {
-    const dir = tsaKeyDir(dataDir)
-    const keys = loadKeysIn(dir)
-    if (keys.length > 0) return keys[keys.length - 1]!
-    const key = generateKeyIn(dir, yield* Clock.currentTimeMillis)
-    yield* Effect.logInfo(`generated the time-stamping authority's key ${key.kid} in ${dir}`)
-    return key
-  })
+/** The TSA key this instance signs tokens with: the newest unretired one in custody, made on the first start. */
+const currentTsaKey = Effect.gen(function*() {
+  const state = yield* prepareRole("tsa")
+  const window = state.windows.find((w) => state.held.has(w.kid) && w.retiredAt === null)!
+  return keySignerOf(state.held.get(window.kid)!)
+})
 
-/** Records public keys in the shared key table (idempotent). */
-export const registerPublicKeys = (keys: ReadonlyArray<LoadedKey>) =>
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    for (const k of keys) {
-      yield* sql`INSERT INTO signing_keys (kid, jwk, created_at) VALUES (${k.kid}, ${JSON.stringify(k.jwk)}, ${k.createdAt})
-        ON CONFLICT (kid) DO NOTHING`
-    }
-  })
+export interface Signed {
+  readonly kid: string
+  /** Base64 DER, low-S. */
+  readonly signature: string
+}
 
 export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
   scoped: Effect.gen(function*() {
+    const custody = yield* KeyCustody
+    const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    let keys = loadKeys(config.dataDir)
-    if (keys.length === 0) {
-      keys = [generateKey(config.dataDir, yield* Clock.currentTimeMillis)]
-      yield* Effect.logInfo(`generated signing key ${keys[0]!.kid} in ${keyDir(config.dataDir)}`)
-    }
-    yield* registerPublicKeys(keys)
-    const current = keys[keys.length - 1]!
-    const sign = keySigner(current.privateKey)
-    const tsa = config.timestamping.enabled
-      ? Option.some(fileKeySigner(yield* loadOrCreateTsaKey(config.dataDir)))
-      : Option.none<KeySigner>()
-    return {
-      currentKid: current.kid,
-      localKeys: keys as ReadonlyArray<LoadedKey>,
-      /** Signs a payload (T0, a derived list) with the current key: Base64 DER, low-S. */
-      sign,
-      /** The time-stamping authority's key; present when timestamping is on. */
-      tsa
-    }
-  })
-}) {}
+    const state = yield* Ref.make(yield* prepareRole("t0"))
+    const tsa = config.timestamping.enabled ? Option.some(yield* currentTsaKey) : Option.none<KeySigner>()
 
-/** A signer over a fixed in-memory key (and TSA key), for tests. */
-export const layerSignerFromKey = (key: LoadedKey, tsaKey?: LoadedKey) =>
-  Layer.effect(
-    Signer,
-    Effect.as(
-      registerPublicKeys([key]),
-      Signer.make({
-        currentKid: key.kid,
-        localKeys: [key],
-        sign: keySigner(key.privateKey),
-        tsa: tsaKey === undefined ? Option.none() : Option.some(fileKeySigner(tsaKey))
-      })
+    /** Reads the windows again; a key the table names for the first time is looked for in custody. */
+    const refresh = Effect.gen(function*() {
+      const windows = yield* keyWindows("t0")
+      const current = yield* Ref.get(state)
+      const fresh = windows.some((w) => !current.looked.has(w.kid))
+      const held = fresh ? byKid(yield* custody.held("t0")) : current.held
+      yield* Ref.set(state, yield* ensureUnretired("t0", { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked }))
+    }).pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.catchAll((e) => Effect.logWarning(`signing keys: cannot refresh: ${"message" in e ? e.message : String(e)}`))
     )
-  )
+    yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(KEY_POLL_INTERVAL)).pipe(Effect.delay(KEY_POLL_INTERVAL)))
 
-export const ephemeralKey = (): LoadedKey => {
-  const privateKey = newP256Key()
-  const jwk = publicJwkOf(privateKey)
-  return { kid: jwk.kid, jwk, privateKey, createdAt: formatMillis(Date.now()) }
-}
+    const current = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(state), (s) => keyFor(s, formatMillis(now))))
+
+    return {
+      custody: custody.kind,
+      /** How many signatures to ask for at once (a token signs several in parallel). */
+      parallelism: custody.parallelism,
+      /** The kid T0 signs with now (the newest key held when none is valid now: /v1/info still names one). */
+      currentKid: Effect.map(Effect.zip(current, Ref.get(state)), ([k, s]) =>
+        k?.kid ?? s.windows.find((w) => s.held.has(w.kid))?.kid ?? ""),
+      /**
+       * Signs `payload` (T0, a derived list) with the key whose window contains `at` (wire
+       * time, the registeredAt being signed): Base64 DER, low-S, and the key's kid.
+       */
+      sign: (payload: string, at: string): Effect.Effect<Signed, ServiceUnavailable> =>
+        Effect.flatMap(Ref.get(state), (s) => {
+          const key = keyFor(s, at)
+          if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: `no signing key is valid at ${at}` }))
+          return Effect.map(key.sign(new TextEncoder().encode(payload)), (der) => ({ kid: key.kid, signature: Buffer.from(der).toString("base64") }))
+        }),
+      /** The time-stamping authority's key; present when timestamping is on. */
+      tsa,
+      /** `ok` when a key is valid now and its custody answers. */
+      health: Effect.map(Effect.zip(current, custody.healthy), ([k, healthy]) => (k !== undefined && healthy ? "ok" as const : "unhealthy" as const))
+    }
+  }),
+  dependencies: [KeyCustodyLive]
+}) {}

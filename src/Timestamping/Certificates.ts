@@ -14,7 +14,8 @@ import { join } from "node:path"
 import * as pkijs from "pkijs"
 import type { AppConfigShape } from "../Platform/Config.js"
 import { makePrivateDir } from "../Platform/PrivateFiles.js"
-import { type KeySigner, tsaKeyDir } from "../Platform/Signer.js"
+import { tsaKeyDir } from "../Platform/Keys/FileKeys.js"
+import type { KeySigner } from "../Platform/Signer.js"
 import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
 import { derToPem, ensureCryptoEngine, pemToDers } from "../Platform/Tsa/Rfc3161.js"
 import { type TsaCertificate, tsaCertificateOf } from "../Platform/Tsa/TokenIssuer.js"
@@ -59,7 +60,7 @@ const productionChain = (file: string, key: KeySigner, dataDir: string): Effect.
       const problem = tsaCertificateProblem(chain.signer.certificate, publicKeyOf(key))
       if (problem !== undefined) {
         throw new Error(
-          `its first certificate cannot sign this TSA's tokens: ${problem} (the TSA key ${key.kid} is the newest file in ${tsaKeyDir(dataDir)}; certify it, e.g. with a CSR from \`openssl req -new -key <that file>\`)`
+          `its first certificate cannot sign this TSA's tokens: ${problem} (the TSA key ${key.kid} is attestd-tsa-${key.kid} in a PKCS#11 token, else the newest file in ${tsaKeyDir(dataDir)}; certify it, e.g. with a CSR from \`openssl req -new -key <that file>\`)`
         )
       }
       return chain

@@ -20,6 +20,7 @@ import { base64ToBytes, bytesToHex, hexToBytes } from "../Domain/Bytes.js"
 import { computeRoot, type ProofStep } from "../Domain/Merkle.js"
 import { applyOp, parseDetachedFile, type Timestamp } from "../Domain/Ots.js"
 import { jwkThumbprint, T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
+import { parseInstantMicros } from "../Domain/Time.js"
 import { verifyTokenOffline } from "../Platform/Tsa/Rfc3161.js"
 import { cryptoBackend, sha256, verifyP256 } from "./Crypto.js"
 import { shown } from "./Display.js"
@@ -325,6 +326,28 @@ const asKey = (k: Jwk): UsableKey | string => {
   return { kid: typeof k.kid === "string" ? k.kid : "", x: k.x, y: k.y }
 }
 
+/** A JWK's validity window members (`attestd_activated_at`, `attestd_retired_at`), when it has either. */
+const windowOf = (k: unknown): Record<string, unknown> | undefined =>
+  isRecord(k) && (k.attestd_activated_at !== undefined || k.attestd_retired_at !== undefined) ? k : undefined
+
+/** Why `registeredAt` lies outside key `kid`'s window (or the window cannot be read); undefined when inside. */
+const outsideWindow = (key: Record<string, unknown>, kid: string, registeredAt: string): string | undefined => {
+  const at = parseInstantMicros(registeredAt)
+  if (at === undefined) return `t0.registeredAt ${JSON.stringify(registeredAt)} is not an ISO 8601 time, so it cannot be placed in the validity window of key ${kid}`
+  const [from, to] = (["attestd_activated_at", "attestd_retired_at"] as const).map((member) => {
+    const v = key[member]
+    return v === undefined ? undefined : { member, text: typeof v === "string" ? v : JSON.stringify(v), micros: typeof v === "string" ? parseInstantMicros(v) : undefined }
+  })
+  for (const b of [from, to]) if (b !== undefined && b.micros === undefined) return `key ${kid}'s ${b.member} ${b.text} is not an ISO 8601 time`
+  if (from?.micros !== undefined && at < from.micros) {
+    return `t0.registeredAt ${registeredAt} is before key ${kid} was activated (${from.text}): outside the key's validity window`
+  }
+  if (to?.micros !== undefined && at > to.micros) {
+    return `t0.registeredAt ${registeredAt} is after key ${kid} was retired (${to.text}): outside the key's validity window`
+  }
+  return undefined
+}
+
 const checkT0 = async (bundle: Record<string, unknown>, hashHex: string | null, opts: VerifyOptions, notes: Array<string>): Promise<T0Check> => {
   const t0 = bundle.t0
   const keysLabel = opts.trustLabels?.keys ?? "the trusted keys given"
@@ -354,9 +377,12 @@ const checkT0 = async (bundle: Record<string, unknown>, hashHex: string | null, 
   const embedded = t0.publicKey
   let key: UsableKey
   let keySource: "keys" | "bundle"
+  // The window: the trusted key's when it states one (it learns of a retirement later), else the bundle's.
+  let window = windowOf(embedded)
   if (opts.keys !== undefined) {
     keySource = "keys"
     const published = opts.keys.find((k) => k.kid === kid)
+    window = windowOf(published) ?? window
     if (published === undefined) {
       return fail(`signing key ${kid} is not among the ${opts.keys.length} trusted key(s) (${keysLabel})`, { key_source: keySource })
     }
@@ -393,6 +419,8 @@ const checkT0 = async (bundle: Record<string, unknown>, hashHex: string | null, 
   if (result === "malformed") return fail("t0.signature is not a well-formed DER ECDSA P-256 signature, or the key is malformed", more)
   if (!signatureOk) return fail(`the ECDSA P-256 signature over "${payload}" does not verify with key ${kid}`, more)
   if (!thumbprintOk) return fail(`the key's RFC 7638 thumbprint is not its kid ${kid}: the key is not the one the kid names`, more)
+  const outside = window === undefined ? undefined : outsideWindow(window, kid, registeredAt)
+  if (outside !== undefined) return fail(outside, more)
 
   if (formatVersion !== "2.0.0") notes.push(`t0.formatVersion is ${formatVersion}; this verifier knows format 2.0.0`)
   if (keySource === "bundle") {

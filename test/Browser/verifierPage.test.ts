@@ -9,7 +9,7 @@
  * and T2 with noble and reports T1 (RFC 3161 needs WebCrypto) as not verified.
  */
 import { createHash, createPublicKey, sign } from "node:crypto"
-import { newP256Key } from "../../src/Platform/Signer.js"
+import { newP256Key } from "../../src/Platform/Keys/FileKeys.js"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type Server } from "node:http"
 import { tmpdir } from "node:os"

@@ -9,7 +9,7 @@ import { createHash, createPublicKey, verify as nodeVerify } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { FORMAT_VERSION, t0Payload } from "../../src/Domain/T0.js"
 import { formatMicros, formatMillis, parseMicros } from "../../src/Domain/Time.js"
-import { ephemeralKey, signPayload } from "../../src/Platform/Signer.js"
+import { ephemeralKey, signPayload } from "../../src/Platform/Keys/FileKeys.js"
 
 const P256_N = 0xffffffff00000000ffffffffffffffffbce6faada7179e84f3b9cac2fc632551n
 const WIRE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}\+00:00$/

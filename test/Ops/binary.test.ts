@@ -5,7 +5,8 @@
  * evidence bundle offline with its own `verify` command. Its native library is
  * loaded only from the user's own directory and only with the SHA-256 recorded
  * at build time (issue 42): a planted file or a world-writable directory is
- * refused, with a non-zero exit.
+ * refused, with a non-zero exit. It signs through a PKCS#11 token as well: pkcs11js's
+ * addon is embedded and checked the same way.
  */
 import { execFile, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -15,6 +16,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { freePort, randomHex32, REPO_ROOT, sleep } from "../helpers/process.js"
+import { makeSoftToken, softhsmAvailable } from "../helpers/softhsm.js"
 
 const run = (file: string, args: ReadonlyArray<string>, options: { cwd: string; env: NodeJS.ProcessEnv }) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
@@ -133,5 +135,23 @@ describe("single executable", () => {
     })
     expect(open.code, open.stdout + open.stderr).not.toBe(0)
     expect(open.stdout + open.stderr).toMatch(/refusing to load the native library: .*has mode 0777, not 0700/)
+  }, 120_000)
+
+  it.skipIf(!softhsmAvailable())("generates a key in a PKCS#11 token through its embedded, checked pkcs11js addon", async () => {
+    const require = createRequire(import.meta.url)
+    const addon = join(dirname(require.resolve("pkcs11js/package.json")), "build", "Release", "pkcs11.node")
+    const prefix = createHash("sha256").update(readFileSync(addon)).digest("hex").slice(0, 16)
+    const token = makeSoftToken("attestd-exe")
+    cleanup.push(token.cleanup)
+    const dir = mkdtempSync(join(tmpdir(), "attestd-exe-pkcs11-"))
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }))
+    const exe = join(dir, "attestd")
+    copyFileSync(join(REPO_ROOT, "dist", "attestd"), exe)
+    const env: NodeJS.ProcessEnv = { PATH: "/usr/bin:/bin", HOME: dir, TMPDIR: dir, ATTESTD_DATA_DIR: join(dir, "data"), ...token.env }
+    const created = await run(exe, ["signing-keys", "create"], { cwd: dir, env })
+    expect(created.code, created.stdout + created.stderr).toBe(0)
+    const { kid } = JSON.parse(created.stdout.trim().split("\n").pop()!) as { kid: string }
+    expect(token.listObjects()).toContain(`attestd-t0-${kid}`)
+    expect(readFileSync(join(dir, `attestd-native-${process.getuid?.() ?? 0}`, `pkcs11-${prefix}.node`)).equals(readFileSync(addon))).toBe(true)
   }, 120_000)
 })

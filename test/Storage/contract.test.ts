@@ -18,6 +18,7 @@ import { jwkToKeyObject, verifyT0 } from "../../src/Platform/T0Node.js"
 import { AppLive } from "../../src/main.js"
 import { AppConfig } from "../../src/Platform/Config.js"
 import { Signer } from "../../src/Platform/Signer.js"
+import { SigningKeys } from "../../src/Platform/SigningKeys.js"
 import pg from "pg"
 import { createDatabase, dialects, type TestDatabase } from "../helpers/databases.js"
 import { queryTextTracer } from "../helpers/statementNotes.js"
@@ -106,9 +107,8 @@ for (const dialect of await dialects()) {
         expect(a.attestation.id).toMatch(/^att_[A-Za-z0-9_-]{24}$/)
         expect(a.attestation.registeredAt).toMatch(WIRE_TIME)
         expect(a.claim).toMatchObject({ apiKeyId: key.id, source: "src", extraData: { k: [1, 2] }, clientEncrypted: false })
-        const signer = await rt.runPromise(Signer)
-        expect(a.attestation.signingKeyId).toBe(signer.currentKid)
-        const jwk = signer.localKeys.find((k) => k.kid === a.attestation.signingKeyId)!.jwk
+        expect(a.attestation.signingKeyId).toBe(await rt.runPromise(Effect.flatMap(Signer, (s) => s.currentKid)))
+        const jwk = (await rt.runPromise(Effect.flatMap(SigningKeys, (k) => k.byKid(a.attestation.signingKeyId))))!
         expect(verifyT0(a.attestation, jwkToKeyObject(jwk))).toBe(true)
 
         const b = await rt.runPromise(attestOne(key, hash, { source: "changed" }))

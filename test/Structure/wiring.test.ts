@@ -27,6 +27,7 @@ const DECORATED = ["Platform/TsaClient", "Platform/OtsCalendar", "Platform/Bitco
 /** Tags that must hold one instance, checked by name so a renamed tag cannot pass unchecked. */
 const SINGLETONS = [
   "Platform/Signer",
+  "Platform/KeyCustody",
   "Attestations/Attestor",
   "Attestations/AttestationRepo",
   "Auth/ApiKeyRepo",

@@ -14,7 +14,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AppConfig, appConfig } from "../../src/Platform/Config.js"
-import { ephemeralKey, fileKeySigner } from "../../src/Platform/Signer.js"
+import { ephemeralKey, heldFileKey } from "../../src/Platform/Keys/FileKeys.js"
+import { keySignerOf } from "../../src/Platform/Signer.js"
 import { loadTsaChain } from "../../src/Timestamping/Certificates.js"
 
 const configFrom = (env: Record<string, string>) =>
@@ -62,7 +63,7 @@ describe("production configuration of the TSA", () => {
 describe("ATTESTD_TSA_CERT_CHAIN", () => {
   let dir = ""
   const tsaKey = ephemeralKey()
-  const signer = fileKeySigner(tsaKey)
+  const signer = keySignerOf(heldFileKey("tsa", tsaKey))
   const openssl = (...args: Array<string>) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" })
 
   /** A leaf for `keyFile`'s key under the CA, with these extensions; the chain file (leaf, CA) it makes. */

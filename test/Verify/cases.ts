@@ -129,6 +129,17 @@ const highS = (signatureB64: string): string => {
   return bytesToBase64(new p256.Signature(sig.r, p256.Point.Fn.ORDER - sig.s).toBytes("der"))
 }
 
+/**
+ * The published keys with the signing key's window set around the T0 bundle's registeredAt:
+ * activated `from` µs and retired `to` µs from it (negative: before it).
+ */
+const withWindow = (fx: Fixtures, from: bigint, to: bigint): Array<Record<string, unknown>> =>
+  fx.keys.map((k) =>
+    k.kid === fx.t0.t0.publicKeyId
+      ? { ...k, attestd_activated_at: shiftMicros(fx.t0.t0.registeredAt, from), attestd_retired_at: shiftMicros(fx.t0.t0.registeredAt, to) }
+      : k
+  )
+
 // ---------------------------------------------------------------------------
 // The cases
 
@@ -217,6 +228,41 @@ export const cases: ReadonlyArray<VerifyCase> = [
     verdict: "failed",
     checks: { t0: "failed" },
     detail: { t0: /low-S/ }
+  },
+  {
+    name: "the published key's window (activated, retired) contains registeredAt: verified",
+    prepare: async (fx) => ({ bundle: fx.t0, options: { keys: withWindow(fx, -1_000_000n, 1_000_000n) } }),
+    verdict: "verified",
+    checks: { t0: "ok", t1: "absent", t2: "absent" }
+  },
+  {
+    name: "key retired before registeredAt (published window): T0 fails, the signature itself is genuine",
+    prepare: async (fx) => ({ bundle: fx.t2, options: { ...trusted(fx), keys: withWindow(fx, -2_000_000n, -1n) } }),
+    verdict: "failed",
+    checks: { t0: "failed", t1: "ok", t2: "ok" },
+    detail: { t0: /after key .* was retired .*outside the key's validity window/ }
+  },
+  {
+    name: "key activated after registeredAt (window in the bundle's own key, no trusted keys): T0 fails",
+    prepare: async (fx) => {
+      const b = clone(fx.t0)
+      b.t0.publicKey = { ...b.t0.publicKey, attestd_activated_at: shiftMicros(b.t0.registeredAt, 1n) }
+      return { bundle: b, options: {} }
+    },
+    verdict: "failed",
+    checks: { t0: "failed", t1: "absent", t2: "absent" },
+    detail: { t0: /before key .* was activated/ }
+  },
+  {
+    name: "a trusted window outranks the bundle's: the bundle omits the retirement, the published keys state it",
+    prepare: async (fx) => {
+      const b = clone(fx.t0)
+      b.t0.publicKey = { ...b.t0.publicKey, attestd_activated_at: shiftMicros(b.t0.registeredAt, -1n) }
+      return { bundle: b, options: { keys: withWindow(fx, -10n, -5n) } }
+    },
+    verdict: "failed",
+    checks: { t0: "failed", t1: "absent", t2: "absent" },
+    detail: { t0: /was retired/ }
   },
   {
     name: "tamper: registeredAt + 1 µs fails T0 only",

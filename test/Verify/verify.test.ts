@@ -6,7 +6,7 @@
  */
 import { execFile } from "node:child_process"
 import { createHash, createPublicKey } from "node:crypto"
-import { newP256Key } from "../../src/Platform/Signer.js"
+import { newP256Key } from "../../src/Platform/Keys/FileKeys.js"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"

@@ -4,7 +4,7 @@
  * `format_version|hash_hex|registered_at`, node:crypto DER signatures.
  */
 import { createHash, createPublicKey, type KeyObject, sign } from "node:crypto"
-import { newP256Key } from "../../src/Platform/Signer.js"
+import { newP256Key } from "../../src/Platform/Keys/FileKeys.js"
 import { formatMicros } from "../../src/Domain/Time.js"
 
 export interface HistoricalKey {

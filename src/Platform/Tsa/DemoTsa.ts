@@ -19,7 +19,7 @@ import { join } from "node:path"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
 import { makePrivateDir } from "../PrivateFiles.js"
-import { newP256Key } from "../Signer.js"
+import { newP256Key } from "../Keys/FileKeys.js"
 import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "./Certificates.js"
 import { derToPem, ensureCryptoEngine, OID, pemToDers, positiveIntegerBytes } from "./Rfc3161.js"
 import {

@@ -12,6 +12,7 @@ import webhookCircuit from "./0010_webhook_circuit.js"
 import webhookLeases from "./0011_webhook_leases.js"
 import listingByTime from "./0012_listing_by_time.js"
 import timestampTokens from "./0013_timestamp_tokens.js"
+import keyWindows from "./0014_key_windows.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -26,5 +27,6 @@ export const migrations = {
   "0010_webhook_circuit": webhookCircuit,
   "0011_webhook_leases": webhookLeases,
   "0012_listing_by_time": listingByTime,
-  "0013_timestamp_tokens": timestampTokens
+  "0013_timestamp_tokens": timestampTokens,
+  "0014_key_windows": keyWindows
 }

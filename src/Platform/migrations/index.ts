@@ -10,6 +10,7 @@ import simulatedChain from "./0008_simulated_chain.js"
 import legacyIds from "./0009_legacy_ids.js"
 import webhookCircuit from "./0010_webhook_circuit.js"
 import webhookLeases from "./0011_webhook_leases.js"
+import leases from "./0012_leases.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -22,5 +23,6 @@ export const migrations = {
   "0008_simulated_chain": simulatedChain,
   "0009_legacy_ids": legacyIds,
   "0010_webhook_circuit": webhookCircuit,
-  "0011_webhook_leases": webhookLeases
+  "0011_webhook_leases": webhookLeases,
+  "0012_leases": leases
 }

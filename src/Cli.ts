@@ -45,6 +45,8 @@ const SETTINGS = {
   "scan-max-hashes": ["ATTESTD_SCAN_MAX_HASHES", "largest scan (default 50000)"],
   "metrics-port": ["ATTESTD_METRICS_PORT", "serve Prometheus metrics on this port (default: none)"],
   "cors-origins": ["ATTESTD_CORS_ORIGINS", "origins whose browser pages may call keyed routes, comma-separated (default: none)"],
+  "pg-direct-url": ["ATTESTD_PG_DIRECT_URL", "a postgres:// URL past any connection pooler, for LISTEN (key revocations at once)"],
+  "key-cache-ttl": ["ATTESTD_KEY_CACHE_TTL", "longest use of a cached API key without a lookup (default 2s)"],
   "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
   "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],

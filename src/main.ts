@@ -140,7 +140,7 @@ export const ServicesLive = (config: AppConfigShape) =>
       TsaLive(config),
       CalendarLive(config),
       dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory,
-      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg")
+      KeyCacheLive(config)
     ))
   )
 

@@ -124,6 +124,14 @@ export interface AppConfigShape {
    * with `Access-Control-Allow-Origin: *` either way. Default: none.
    */
   readonly corsOrigins: ReadonlyArray<string>
+  /**
+   * ATTESTD_PG_DIRECT_URL: a Postgres URL that bypasses any connection pooler, for LISTEN
+   * (API-key revocations reach every instance at once). Without it they reach it by
+   * polling, within keyCacheTtl.
+   */
+  readonly pgDirectUrl: Option.Option<string>
+  /** ATTESTD_KEY_CACHE_TTL: the longest an instance uses a cached API key without looking it up again (default 2s). */
+  readonly keyCacheTtl: Duration.Duration
 }
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
@@ -223,7 +231,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
       }
       return Either.right(origins)
     })
-  )
+  ),
+  pgDirectUrl: Config.option(Config.string("ATTESTD_PG_DIRECT_URL").pipe(
+    Config.validate({
+      message: "ATTESTD_PG_DIRECT_URL must start with postgres:// or postgresql://",
+      validation: (u) => u.startsWith("postgres://") || u.startsWith("postgresql://")
+    })
+  )),
+  keyCacheTtl: duration("ATTESTD_KEY_CACHE_TTL", "2s")
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -285,6 +300,8 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     defaultRateLimit: 1000,
     metricsPort: Option.none(),
     corsOrigins: [],
+    pgDirectUrl: Option.none(),
+    keyCacheTtl: Duration.seconds(2),
     ...overrides
   })
 }

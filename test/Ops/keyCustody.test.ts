@@ -1,7 +1,7 @@
 /**
  * Key custody (issue 45, CONTRACT §8) with real parts, as processes:
  * - keys that live only in a SoftHSM2 token: created in the token, non-extractable
- *   (pkcs11-tool), attest, seal and verify; no private key in the data dir or a backup;
+ *   (pkcs11-tool), attest, seal and verify, RFC 3161 tokens checked by `openssl ts -verify`; no private key in the data dir or a backup;
  *   the token taken away under load gives 503s (never a 500, never an unsigned
  *   attestation) and the service recovers when it is back; a bundle held to a key
  *   window it falls outside fails `attestd verify`;
@@ -11,6 +11,7 @@
  *   encrypt` converts plain files, the service starts with the passphrase, a backup
  *   holds only encrypted keys.
  */
+import { execFileSync } from "node:child_process"
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -152,6 +153,20 @@ describe.skipIf(!hasSoftHsm)("signing keys in a PKCS#11 token (SoftHSM2)", () =>
     writeFileSync(bundleFile, JSON.stringify(bundle))
     const verified = await runCli(env, ["verify", bundleFile, "--server", server.url])
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
+
+    // The time-stamping authority's key is in the token too; its tokens verify with openssl ts.
+    expect(token.listObjects()).toMatch(/label:\s+attestd-tsa-/)
+    writeFileSync(join(side, "data.txt"), "time-stamped by a key in a token\n")
+    execFileSync("openssl", ["ts", "-query", "-data", "data.txt", "-sha256", "-cert", "-out", "q.tsq"], { cwd: side })
+    const reply = await fetch(`${server.url}/v1/timestamp`, {
+      method: "POST",
+      headers: { "content-type": "application/timestamp-query" },
+      body: readFileSync(join(side, "q.tsq"))
+    })
+    expect(reply.status).toBe(200)
+    writeFileSync(join(side, "r.tsr"), Buffer.from(await reply.arrayBuffer()))
+    const tsaDir = join(db.dataDir, "tsa")
+    execFileSync("openssl", ["ts", "-verify", "-in", "r.tsr", "-queryfile", "q.tsq", "-CAfile", join(tsaDir, "root.pem"), "-untrusted", join(tsaDir, "tsa.pem")], { cwd: side, stdio: "pipe" })
 
     // A key window that excludes registeredAt fails T0 in the CLI.
     const keys = (await getJson(`${server.url}/v1/keys`)).keys

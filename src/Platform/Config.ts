@@ -183,14 +183,6 @@ export interface AppConfigShape {
   readonly signer: SignerSettings
   /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
   readonly timestamping: TimestampingConfig
-  /**
-   * ATTESTD_PG_DIRECT_URL: a Postgres URL that bypasses any connection pooler, for LISTEN
-   * (API-key revocations reach every instance at once). Without it they reach it by
-   * polling, within keyCacheTtl.
-   */
-  readonly pgDirectUrl: Option.Option<string>
-  /** ATTESTD_KEY_CACHE_TTL: the longest an instance uses a cached API key without looking it up again (default 2s). */
-  readonly keyCacheTtl: Duration.Duration
 }
 
 /** CONTRACT §6: attestd as an RFC 3161 time-stamping authority. */
@@ -377,14 +369,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     })
   ),
   signer: signerSettings,
-  timestamping: timestampingConfig,
-  pgDirectUrl: Config.option(Config.string("ATTESTD_PG_DIRECT_URL").pipe(
-    Config.validate({
-      message: "ATTESTD_PG_DIRECT_URL must start with postgres:// or postgresql://",
-      validation: (u) => u.startsWith("postgres://") || u.startsWith("postgresql://")
-    })
-  )),
-  keyCacheTtl: duration("ATTESTD_KEY_CACHE_TTL", "2s")
+  timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -480,8 +465,6 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
       ntpServers: [],
       ntpInterval: Duration.seconds(64)
     },
-    pgDirectUrl: Option.none(),
-    keyCacheTtl: Duration.seconds(2),
     ...overrides
   })
 }

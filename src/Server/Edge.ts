@@ -262,9 +262,9 @@ export const admitRequest = (
   method: string,
   url: string,
   headers: EdgeHeaders,
-  meta: RequestMetaShape
+  meta: RequestMetaShape,
+  match: RouteMatch | undefined
 ): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta | BodyGates> => {
-  const match = matchRoute(ROUTES, method, meta.path)
   const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
     if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
     if (checksBeforeBody(config, match, method, gates)) {
@@ -350,10 +350,6 @@ const beforeBody = (
     }))
 }
 
-/** The body limit of the route a request reaches. */
-export const bodyLimitOfRequest = (config: AppConfigShape, method: string, path: string): number =>
-  bodyLimitOf(matchRoute(ROUTES, method, path)?.route.id, config.scanMaxHashes)
-
 /** The headers the edge adds to every response: X-Request-Id and, once a limit counted the request, X-RateLimit-*. */
 export const edgeHeaders = (meta: RequestMetaShape, responseHasRateLimit: boolean): Record<string, string> => {
   const headers: Record<string, string> = { "x-request-id": meta.requestId }
@@ -375,10 +371,10 @@ export const parseJsonBody = (text: string): Either.Either<unknown, Errors.Valid
  * TimeStampReq): such a body reaches the handler as bytes, unread by the edge. Only
  * a request with a non-JSON type is looked up: the JSON routes pay nothing for it.
  */
-const carriesBinaryBody = (request: HttpServerRequest.HttpServerRequest, path: string): boolean => {
+const carriesBinaryBody = (request: HttpServerRequest.HttpServerRequest, match: RouteMatch | undefined): boolean => {
   const type = request.headers["content-type"]
   if (!carriesBody(request.method) || type === undefined || type.includes("json")) return false
-  return matchRoute(ROUTES, request.method, path)?.route.binaryTypes.includes(mediaTypeOf(request.headers)) === true
+  return match?.route.binaryTypes.includes(mediaTypeOf(request.headers)) === true
 }
 
 /**
@@ -483,10 +479,11 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
-    const binary = carriesBinaryBody(request, meta.path)
+    const match = matchRoute(ROUTES, request.method, meta.path)
+    const binary = carriesBinaryBody(request, match)
     const normalized = normalizeRequest(request, stripV1(request.url), binary)
-    const limit = carriesBody(request.method) ? bodyLimitOfRequest(config, request.method, meta.path) : undefined
-    const steps = edgeFor(app, config, request, normalized, limit, binary, meta)
+    const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined
+    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match)
     const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
@@ -495,7 +492,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
  * The edge's steps. The fiber already holds the normalized request (for the app); `request`
  * is the one as received. `limit`: the route's body limit, for a method that carries a body;
  * `binary`: the body is bytes of a type its route declares, left for the handler to read
- * (under the same limit).
+ * (under the same limit); `match`: the route it reaches, matched once for all the edge's checks.
  */
 const edgeFor = (
   app: HttpApp.Default,
@@ -504,13 +501,14 @@ const edgeFor = (
   normalized: HttpServerRequest.HttpServerRequest,
   limit: number | undefined,
   binary: boolean,
-  meta: RequestMetaShape
+  meta: RequestMetaShape,
+  match: RouteMatch | undefined
 ) =>
   Effect.gen(function*() {
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
       HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
 
-    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta).pipe(
+    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta, match).pipe(
       Effect.map((e) => e && errorResponse(e)),
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
     )

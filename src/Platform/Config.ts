@@ -181,6 +181,8 @@ export interface AppConfigShape {
   readonly corsOrigins: ReadonlyArray<string>
   /** ATTESTD_SIGNER and its settings: where the T0 (and TSA) keys live. */
   readonly signer: SignerSettings
+  /** How often every instance reads the signing-key table: a rotation reaches it within this. */
+  readonly signingKeyPoll: Duration.Duration
   /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
   readonly timestamping: TimestampingConfig
 }
@@ -238,6 +240,9 @@ const timestampingConfig = Config.all({
 
 /** Requests (hashes for batch verify) per minute per client address on public routes, unless configured. */
 export const DEFAULT_PUBLIC_RATE_LIMIT = 1000
+
+/** Every instance reads the signing-key table this often; a rotation's overlap (Signer.ts) is several of these. */
+export const SIGNING_KEY_POLL = Duration.seconds(2)
 
 /** Timeouts and connection caps of the HTTP listener (docs/operations.md). */
 export interface ServerLimits {
@@ -369,6 +374,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     })
   ),
   signer: signerSettings,
+  signingKeyPoll: Config.succeed(SIGNING_KEY_POLL),
   timestamping: timestampingConfig
 }).pipe(
   Config.mapOrFail((c) => {
@@ -455,6 +461,7 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
     metricsPort: Option.none(),
     corsOrigins: [],
     signer: { _tag: "file", passphraseFile: Option.none() },
+    signingKeyPoll: SIGNING_KEY_POLL,
     timestamping: {
       enabled: true,
       access: "public",

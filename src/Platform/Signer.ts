@@ -3,7 +3,7 @@
  * the configured key custody (ATTESTD_SIGNER: key files or a PKCS#11 token, Keys/). It
  * never sees key material.
  *
- * Which key is current comes from the signing_keys table, polled every KEY_POLL_INTERVAL:
+ * Which key is current comes from the signing_keys table, polled every `signingKeyPoll` (2 s):
  * the newest-activated key this instance holds whose window contains the time being
  * signed. `attestd signing-keys rotate` adds a key activated now and ends the previous
  * keys' windows ROTATION_OVERLAP later, so every instance switches (with a shared token
@@ -30,8 +30,6 @@ import { type KeyWindow, keyWindows, registerKey, retireKeys } from "./SigningKe
 
 export { jwkThumbprint }
 
-/** How often every instance reads the key table (rotation reaches it within this). */
-export const KEY_POLL_INTERVAL = Duration.seconds(2)
 /** How long a rotated-out key stays valid after its successor's activation: the instances' time to switch. */
 export const ROTATION_OVERLAP = Duration.seconds(10)
 
@@ -186,7 +184,7 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       Effect.provideService(SqlClient.SqlClient, sql),
       Effect.catchAll((e) => Effect.logWarning(`signing keys: cannot refresh: ${"message" in e ? e.message : String(e)}`))
     )
-    yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(KEY_POLL_INTERVAL)).pipe(Effect.delay(KEY_POLL_INTERVAL)))
+    yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(config.signingKeyPoll)).pipe(Effect.delay(config.signingKeyPoll)))
 
     const current = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(state), (s) => keyFor(s, formatMillis(now))))
 

@@ -6,9 +6,10 @@
  * without a published chain the token is partial; and the page's core gives the report
  * the CLI's core gives for the same inputs.
  *
- * Until the authority's own route exists on this branch, the page's request for the
- * certchain is answered by Playwright with the openssl TSA's chain; every other request
- * goes to a real in-process attestd whose T1 evidence covers the token's SHA-256.
+ * The tokens come from an openssl TSA, so the page's request for the certchain is
+ * answered by Playwright with that TSA's chain (and with the 404 of an instance whose
+ * time-stamping is off, for the case without one); every other request goes to a real
+ * in-process attestd whose T1 evidence covers the token's SHA-256.
  */
 import { createHash } from "node:crypto"
 import { readFile } from "node:fs/promises"
@@ -118,6 +119,12 @@ describe.runIf(browserAvailable())("a time-stamp token on the verification page"
 
   it("without a published chain the token is partial; the page's core reports what the CLI's core reports", async () => {
     await page.unroute("**/v1/timestamp/certchain")
+    await page.route("**/v1/timestamp/certchain", (route) =>
+      route.fulfill({
+        status: 404,
+        contentType: "application/json",
+        body: JSON.stringify({ error: "Not Found", code: "NOT_FOUND", message: "time-stamping is off on this instance", details: {} })
+      }))
     await page.setInputFiles("input[name=tsr]", fx.files.good)
     await page.fill("input[name=hash]", sha256Hex(fx.data))
     const r = await verifyThroughDom(page)

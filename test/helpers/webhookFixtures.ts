@@ -27,7 +27,9 @@ const WebhookDatabaseLive = (dialect: "sqlite" | "pg", config: Partial<AppConfig
     Effect.acquireRelease(
       Effect.promise(async () => {
         const db = await createDatabase(dialect)
-        return { db, config: AppConfig.make({ ...config, databaseUrl: db.url, dataDir: db.dataDir }) }
+        // The suites move the TestClock by hours and rotate no key: a key-table read every 2 s
+        // would run thousands of times inside each jump.
+        return { db, config: AppConfig.make({ signingKeyPoll: Duration.days(7), ...config, databaseUrl: db.url, dataDir: db.dataDir }) }
       }),
       (f) => Effect.promise(() => f.db.drop())
     )

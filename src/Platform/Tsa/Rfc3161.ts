@@ -161,6 +161,21 @@ const parseDer = (der: Uint8Array, what: string): asn1js.AsnType => {
 }
 
 /**
+ * parseDer, and the bytes must be exactly what their parse encodes to. asn1js reads a
+ * length that overruns its parent or a non-minimal length without complaint, so a
+ * token whose unsigned framing was altered would still verify; re-encoding the parse
+ * and comparing refuses every such change (definite-length BER, as older tokens of the
+ * demo TSA carry, encodes back to itself).
+ */
+const parseExact = (der: Uint8Array, what: string): asn1js.AsnType => {
+  const asn = parseDer(der, what)
+  if (!bytesEqual(new Uint8Array(asn.toBER(false)), der)) {
+    throw new TsaValidationError(`${what} is not encoded as its own contents encode (a length or tag was altered)`)
+  }
+  return asn
+}
+
+/**
  * Decode an OBJECT IDENTIFIER from its content octets. asn1js renders arcs
  * above 2^53 (e.g. the 2.25.<uuid> policy of the demo TSA) as "{hex}", so we
  * decode them ourselves with bigint.
@@ -398,7 +413,7 @@ interface DecodedToken {
 }
 
 const decodeToken = (token: Uint8Array): DecodedToken => {
-  const asn = parseDer(token, "time-stamp token")
+  const asn = parseExact(token, "time-stamp token")
   let contentInfo: pkijs.ContentInfo
   try {
     contentInfo = new pkijs.ContentInfo({ schema: asn })
@@ -422,7 +437,7 @@ const decodeToken = (token: Uint8Array): DecodedToken => {
   // pkijs takes any element there; only an OCTET STRING has the content's bytes.
   if (!(eContent instanceof asn1js.OctetString)) throw new TsaValidationError("encapsulated TSTInfo is not an OCTET STRING")
   const tstInfoDer = copyBytes(eContent.getValue())
-  const tstAsn = parseDer(tstInfoDer, "TSTInfo")
+  const tstAsn = parseExact(tstInfoDer, "TSTInfo")
   let tstInfo: pkijs.TSTInfo
   try {
     tstInfo = new pkijs.TSTInfo({ schema: tstAsn })
@@ -663,6 +678,14 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
     throw new TsaValidationError(`token must have exactly one signer, has ${signedData.signerInfos.length}`)
   }
   const signerInfo = signedData.signerInfos[0]!
+  // RFC 5652 §5.1 and §5.3: the versions follow from the content type and the signer
+  // identifier, and the signer's digest algorithm is among those SignedData lists.
+  if (signedData.version !== 3) throw new TsaValidationError(`SignedData version is ${signedData.version}, expected 3`)
+  const sidVersion = signerInfo.sid instanceof pkijs.IssuerAndSerialNumber ? 1 : 3
+  if (signerInfo.version !== sidVersion) throw new TsaValidationError(`SignerInfo version is ${signerInfo.version}, expected ${sidVersion}`)
+  if (!signedData.digestAlgorithms.some((a) => a.algorithmId === signerInfo.digestAlgorithm.algorithmId)) {
+    throw new TsaValidationError("the signer's digest algorithm is not among the SignedData digestAlgorithms")
+  }
   if (!signerInfo.signedAttrs) throw new TsaValidationError("token has no signed attributes")
   const ct = findAttribute(signerInfo, OID.contentType)?.values[0]
   if (!(ct instanceof asn1js.ObjectIdentifier) || ct.valueBlock.toString() !== OID.tstInfo) {

@@ -197,6 +197,16 @@ const signingCertificateV2 = (signer: TsaCertificate): pkijs.Attribute => {
   })
 }
 
+/**
+ * The TSTInfo as a primitive OCTET STRING, as DER has it: pkijs' constructor splits an
+ * eContent given to it into a constructed (BER) OCTET STRING, so it is set afterwards.
+ */
+const derContentInfo = (tstInfoDer: Uint8Array): pkijs.EncapsulatedContentInfo => {
+  const info = new pkijs.EncapsulatedContentInfo({ eContentType: OID.tstInfo })
+  info.eContent = new asn1js.OctetString({ valueHex: tstInfoDer })
+  return info
+}
+
 /** The TSTInfo and the signed attributes of its token; the signature comes from the key's holder. */
 export const prepareToken = (c: TokenContent): PreparedToken => {
   const cert = c.signer.certificate
@@ -229,10 +239,7 @@ export const prepareToken = (c: TokenContent): PreparedToken => {
     const signedData = new pkijs.SignedData({
       version: 3,
       digestAlgorithms: [sha256Id()],
-      encapContentInfo: new pkijs.EncapsulatedContentInfo({
-        eContentType: OID.tstInfo,
-        eContent: new asn1js.OctetString({ valueHex: tstInfoDer })
-      }),
+      encapContentInfo: derContentInfo(tstInfoDer),
       signerInfos: [
         new pkijs.SignerInfo({
           version: 1,

@@ -13,8 +13,7 @@
  * does not share its custody) generates one of its own.
  *
  * The time-stamping authority's key (CONTRACT §6) is a key of its own (role `tsa`), in the
- * same custody, shown as a KeySigner: the newest unretired one when the instance starts,
- * since its certificate is made (demo) or checked (production) then.
+ * same custody and under the same windows and poll, shown as a KeySigner.
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
@@ -152,12 +151,16 @@ export const keySignerOf = (key: HeldKey): KeySigner => ({
   sign: key.sign
 })
 
-/** The TSA key this instance signs tokens with: the newest unretired one in custody, made on the first start. */
-const currentTsaKey = Effect.gen(function*() {
-  const state = yield* prepareRole("tsa")
-  const window = state.windows.find((w) => state.held.has(w.kid) && w.retiredAt === null)!
-  return keySignerOf(state.held.get(window.kid)!)
-})
+/** Reads `role`'s windows again into `state`; a key the table names for the first time is looked for in custody. */
+const refreshRole = (role: KeyRole, state: Ref.Ref<KeyState>) =>
+  Effect.gen(function*() {
+    const custody = yield* KeyCustody
+    const windows = yield* keyWindows(role)
+    const current = yield* Ref.get(state)
+    const fresh = windows.some((w) => !current.looked.has(w.kid))
+    const held = fresh ? byKid(yield* custody.held(role)) : current.held
+    yield* Ref.set(state, yield* ensureUnretired(role, { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked }))
+  })
 
 export interface Signed {
   readonly kid: string
@@ -171,22 +174,28 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
     const state = yield* Ref.make(yield* prepareRole("t0"))
-    const tsa = config.timestamping.enabled ? Option.some(yield* currentTsaKey) : Option.none<KeySigner>()
+    const tsaState = config.timestamping.enabled ? Option.some(yield* Ref.make(yield* prepareRole("tsa"))) : Option.none()
 
-    /** Reads the windows again; a key the table names for the first time is looked for in custody. */
-    const refresh = Effect.gen(function*() {
-      const windows = yield* keyWindows("t0")
-      const current = yield* Ref.get(state)
-      const fresh = windows.some((w) => !current.looked.has(w.kid))
-      const held = fresh ? byKid(yield* custody.held("t0")) : current.held
-      yield* Ref.set(state, yield* ensureUnretired("t0", { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked }))
-    }).pipe(
+    const refresh = Effect.all([refreshRole("t0", state), ...Option.toArray(Option.map(tsaState, (s) => refreshRole("tsa", s)))]).pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.provideService(KeyCustody, custody),
       Effect.catchAll((e) => Effect.logWarning(`signing keys: cannot refresh: ${"message" in e ? e.message : String(e)}`))
     )
     yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(config.signingKeyPoll)).pipe(Effect.delay(config.signingKeyPoll)))
 
-    const current = Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(state), (s) => keyFor(s, formatMillis(now))))
+    const keyNow = (s: Ref.Ref<KeyState>) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(s), (st) => keyFor(st, formatMillis(now))))
+    const current = keyNow(state)
+
+    // A KeySigner per TSA key, made once: its public key is exported for every certificate check.
+    const tsaSigners = new Map<string, KeySigner>()
+    const tsa = Option.map(tsaState, (s) =>
+      Effect.flatMap(keyNow(s), (key): Effect.Effect<KeySigner, ServiceUnavailable> => {
+        if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: "no time-stamping key is valid now" }))
+        const made = tsaSigners.get(key.kid) ?? keySignerOf(key)
+        tsaSigners.set(key.kid, made)
+        return Effect.succeed(made)
+      }))
 
     return {
       custody: custody.kind,
@@ -205,7 +214,10 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
           if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: `no signing key is valid at ${at}` }))
           return Effect.map(key.sign(new TextEncoder().encode(payload)), (der) => ({ kid: key.kid, signature: Buffer.from(der).toString("base64") }))
         }),
-      /** The time-stamping authority's key; present when timestamping is on. */
+      /**
+       * The time-stamping authority's key valid now (a rotation reaches it within one poll);
+       * present when timestamping is on.
+       */
       tsa,
       /** `ok` when a key is valid now and its custody answers. */
       health: Effect.map(Effect.zip(current, custody.healthy), ([k, healthy]) => (k !== undefined && healthy ? "ok" as const : "unhealthy" as const))

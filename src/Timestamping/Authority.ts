@@ -9,7 +9,7 @@
  * the token is stored by its serial. Issuing stops with `timeNotAvailable`
  * while the clock discipline does not trust the clock.
  */
-import { Cause, Clock, Context, Effect, Layer, Option } from "effect"
+import { Cause, Clock, Context, Effect, Layer, Option, SynchronizedRef } from "effect"
 import { createHash } from "node:crypto"
 import * as asn1js from "asn1js"
 import { Attestor } from "../Attestations/Attestor.js"
@@ -19,7 +19,7 @@ import { NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { HealthChecks } from "../Platform/HealthChecks.js"
 import * as Metrics from "../Platform/Metrics.js"
-import { Signer } from "../Platform/Signer.js"
+import { type KeySigner, Signer } from "../Platform/Signer.js"
 import { OID } from "../Platform/Tsa/Rfc3161.js"
 import {
   checkTimeStampRequest,
@@ -93,11 +93,16 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
       const clock = yield* ClockDiscipline
       const attestor = yield* Attestor
       const repo = yield* TimestampRepo
-      const key = yield* Option.match(signer.tsa, {
+      const keyNow = yield* Option.match(signer.tsa, {
         onNone: () => Effect.dieMessage("time-stamping is on but the signer holds no TSA key"),
         onSome: Effect.succeed
       })
-      const chain = yield* Effect.orDie(loadTsaChain(config, key))
+      const withChain = (key: KeySigner) => Effect.map(loadTsaChain(config, key), (chain) => ({ key, chain }))
+      // The key valid now and its chain, loaded (demo: made) again only when a rotation changes the key.
+      const signing = yield* SynchronizedRef.make(yield* Effect.orDie(Effect.flatMap(keyNow, withChain)))
+      const signingNow = Effect.flatMap(keyNow, (key) =>
+        SynchronizedRef.modifyEffect(signing, (held) =>
+          held.key.kid === key.kid ? Effect.succeed([held, held] as const) : Effect.map(withChain(key), (next) => [next, next] as const)))
       yield* (yield* HealthChecks).register({ features: ["rfc3161_timestamping"] })
       const policy: IssuingPolicy = {
         algorithms: IMPRINT_LENGTHS,
@@ -113,6 +118,7 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
       /** Issues, registers and stores a token; its granted response. */
       const grant = (req: TimeStampRequestFields, grantedPolicy: string, caller: ApiKey | null) =>
         Effect.gen(function*() {
+          const { key, chain } = yield* signingNow
           for (let attempt = 1; attempt <= SERIAL_ATTEMPTS; attempt++) {
             const serial = randomSerial()
             const genTime = new Date(yield* Clock.currentTimeMillis)
@@ -185,7 +191,9 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
           return yield* Effect.catchAllCause(grant(req, checked.policy, caller), systemFailure)
         })
 
-      return { respond, certificateChain: Effect.succeed(chain.pem) }
+      // A chain that cannot be loaded for a new key (an operator's file not yet renewed) leaves the last one published.
+      const certificateChain = Effect.map(Effect.orElse(signingNow, () => SynchronizedRef.get(signing)), (s) => s.chain.pem)
+      return { respond, certificateChain }
     })
   )
 }

@@ -123,8 +123,8 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
             const serial = randomSerial()
             const genTime = new Date(yield* Clock.currentTimeMillis)
             const prepared = prepareToken({
-              signer: chain.signer,
-              certificates: req.certReq ? chain.embedded : undefined,
+              signer: chain.tokens,
+              includeCertificates: req.certReq,
               signatureAlgorithm: SIGNATURE_OID.ecdsaWithSha256,
               policy: grantedPolicy,
               hashAlgorithm: req.hashAlgorithm,

@@ -18,13 +18,15 @@ import { tsaKeyDir } from "../Platform/Keys/FileKeys.js"
 import type { KeySigner } from "../Platform/Signer.js"
 import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
 import { derToPem, ensureCryptoEngine, pemToDers } from "../Platform/Tsa/Rfc3161.js"
-import { type TsaCertificate, tsaCertificateOf } from "../Platform/Tsa/TokenIssuer.js"
+import { type TokenSigner, type TsaCertificate, tsaCertificateOf, tokenSignerOf } from "../Platform/Tsa/TokenIssuer.js"
 
 export interface TsaChain {
   /** The certificate whose key signs tokens. */
   readonly signer: TsaCertificate
   /** What a token embeds when the request asks for certificates: the chain without self-signed roots. */
   readonly embedded: ReadonlyArray<TsaCertificate>
+  /** The parts of every token that depend only on the chain, encoded once. */
+  readonly tokens: TokenSigner
   /** The whole chain, TSA certificate first (GET /v1/timestamp/certchain). */
   readonly pem: string
 }
@@ -40,9 +42,11 @@ const isSelfSigned = (c: pkijs.Certificate): boolean => c.issuer.isEqual(c.subje
 
 const chainOf = (ders: ReadonlyArray<Uint8Array>): TsaChain => {
   const certs = ders.map(tsaCertificateOf)
+  const embedded = certs.filter((c, i) => i === 0 || !isSelfSigned(c.certificate))
   return {
     signer: certs[0]!,
-    embedded: certs.filter((c, i) => i === 0 || !isSelfSigned(c.certificate)),
+    embedded,
+    tokens: tokenSignerOf(certs[0]!, embedded),
     pem: ders.map((der) => derToPem(der)).join("")
   }
 }

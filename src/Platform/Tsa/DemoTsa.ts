@@ -24,13 +24,15 @@ import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "./Cert
 import { derToPem, ensureCryptoEngine, OID, pemToDers, positiveIntegerBytes } from "./Rfc3161.js"
 import {
   checkTimeStampRequest,
-  grantedResponse,
   isRefusal,
+  type PreparedToken,
   prepareToken,
   randomSerial,
   readTimeStampRequest,
   rejectionResponse,
-  SIGNATURE_OID
+  SIGNATURE_OID,
+  type TokenSigner,
+  tokenSignerOf
 } from "./TokenIssuer.js"
 
 /** Provider label recorded for demo stamps. Never claims to be qualified. */
@@ -55,6 +57,8 @@ const VALIDITY_MS = 10 * 365 * 24 * 3600 * 1000
 export interface TsaSigner {
   readonly certificate: pkijs.Certificate
   readonly certificateDer: Uint8Array
+  /** The token parts of the certificate, encoded once (it is the only certificate a token embeds). */
+  readonly tokens: TokenSigner
   readonly privateKey: KeyObject
   readonly policy: string
 }
@@ -65,7 +69,8 @@ export const loadSigner = async (certPem: string, keyPem: string, policy = DEMO_
   const der = pemToDers(certPem)[0]
   if (!der) throw new Error("no CERTIFICATE in PEM")
   const certificate = pkijs.Certificate.fromBER(der)
-  return { certificate, certificateDer: der, privateKey: createPrivateKey(keyPem), policy }
+  const tokens = tokenSignerOf({ certificate, der }, [{ certificate, der }])
+  return { certificate, certificateDer: der, tokens, privateKey: createPrivateKey(keyPem), policy }
 }
 
 export interface IssueParams {
@@ -75,13 +80,10 @@ export interface IssueParams {
   readonly genTime?: Date
 }
 
-/** Sign a TSTInfo and return the TimeStampToken (ContentInfo DER). */
-export const issueTimeStampToken = async (signer: TsaSigner, params: IssueParams): Promise<Uint8Array> => {
-  ensureCryptoEngine()
-  const tsaCertificate = { certificate: signer.certificate, der: signer.certificateDer }
-  const prepared = prepareToken({
-    signer: tsaCertificate,
-    certificates: params.includeCertificate ? [tsaCertificate] : undefined,
+const prepare = (signer: TsaSigner, params: IssueParams): PreparedToken =>
+  prepareToken({
+    signer: signer.tokens,
+    includeCertificates: params.includeCertificate,
     signatureAlgorithm: signer.privateKey.asymmetricKeyType === "rsa" ? SIGNATURE_OID.sha256WithRsa : SIGNATURE_OID.ecdsaWithSha256,
     policy: signer.policy,
     hashAlgorithm: params.messageImprint.hashAlgorithm.algorithmId,
@@ -91,7 +93,15 @@ export const issueTimeStampToken = async (signer: TsaSigner, params: IssueParams
     accuracyMs: undefined,
     nonce: params.nonce?.valueBlock.valueHexView
   })
-  return prepared.finish(nodeSign("sha256", prepared.signedAttributes, { key: signer.privateKey, dsaEncoding: "der" }))
+
+const signatureOver = (signer: TsaSigner, prepared: PreparedToken): Uint8Array =>
+  nodeSign("sha256", prepared.signedAttributes, { key: signer.privateKey, dsaEncoding: "der" })
+
+/** Sign a TSTInfo and return the TimeStampToken (ContentInfo DER). */
+export const issueTimeStampToken = async (signer: TsaSigner, params: IssueParams): Promise<Uint8Array> => {
+  ensureCryptoEngine()
+  const prepared = prepare(signer, params)
+  return prepared.finish(signatureOver(signer, prepared))
 }
 
 // ---------------------------------------------------------------------------
@@ -110,7 +120,7 @@ export const replyWithSigner = async (signer: TsaSigner, requestDer: Uint8Array)
   })
   if (isRefusal(checked)) return rejectionResponse(checked)
   try {
-    const token = await issueTimeStampToken(signer, {
+    const prepared = prepare(signer, {
       messageImprint: new pkijs.MessageImprint({
         hashAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: OID.sha256, algorithmParams: new asn1js.Null() }),
         hashedMessage: new asn1js.OctetString({ valueHex: req.hashedMessage })
@@ -118,7 +128,7 @@ export const replyWithSigner = async (signer: TsaSigner, requestDer: Uint8Array)
       ...(req.nonce !== undefined ? { nonce: new asn1js.Integer({ valueHex: req.nonce }) } : {}),
       includeCertificate: req.certReq
     })
-    return grantedResponse(token)
+    return prepared.finishGranted(signatureOver(signer, prepared)).response
   } catch {
     return rejectionResponse({ failInfo: "systemFailure", text: "signing failed" })
   }

@@ -26,7 +26,7 @@ import { RequestMetas } from "./AccessLog.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
-import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch } from "./Routes.js"
+import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch, routeTemplate } from "./Routes.js"
 import { afterRequestBody } from "./Linger.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
@@ -480,6 +480,7 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
     const match = matchRoute(ROUTES, request.method, meta.path)
+    meta.route = routeTemplate(ROUTES, request.method, request.url, match)
     const binary = carriesBinaryBody(request, match)
     const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined

@@ -1,5 +1,5 @@
 /**
- * The edge of the HTTP service: request ids, the /v1 alias, the body limit,
+ * The edge of the HTTP service: request ids, the /v1 alias, CORS headers, the body limit,
  * client addresses, public rate limits, and the mapping of every failure
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
@@ -20,6 +20,7 @@ import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { isDatabaseUnavailable } from "../Platform/Sql.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
+import { corsHeadersFor } from "../Http/Cors.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 import { RequestMetas } from "./AccessLog.js"
@@ -350,11 +351,31 @@ const beforeBody = (
     }))
 }
 
-/** The headers the edge adds to every response: X-Request-Id and, once a limit counted the request, X-RateLimit-*. */
-export const edgeHeaders = (meta: RequestMetaShape, responseHasRateLimit: boolean): Record<string, string> => {
+/**
+ * The headers the edge adds to every response: X-Request-Id, once a limit counted the
+ * request X-RateLimit-*, and the CORS headers its request calls for (`cors`, Http/Cors.ts).
+ */
+export const edgeHeaders = (
+  meta: RequestMetaShape,
+  responseHasRateLimit: boolean,
+  cors: Readonly<Record<string, string>> | undefined
+): Record<string, string> => {
   const headers: Record<string, string> = { "x-request-id": meta.requestId }
   if (meta.rateLimit && !responseHasRateLimit) Object.assign(headers, rateLimitHeaders(meta.rateLimit))
+  if (cors !== undefined) Object.assign(headers, cors)
   return headers
+}
+
+/**
+ * The CORS headers of a request (none without an Origin). Whether its route needs a key
+ * comes from the edge's match; a preflight asks about another method, matched here.
+ */
+const corsOf = (config: AppConfigShape, request: HttpServerRequest.HttpServerRequest, path: string, match: RouteMatch | undefined) => {
+  const origin = headerOf(request.headers, "origin")
+  if (origin === undefined) return undefined
+  const asked = request.method === "OPTIONS" ? headerOf(request.headers, "access-control-request-method") : undefined
+  const route = asked === undefined ? match : matchRoute(ROUTES, asked.toUpperCase(), path)
+  return corsHeadersFor(config.corsOrigins, { origin, preflight: asked !== undefined, keyed: route !== undefined && isKeyed(route.route, config) })
 }
 
 /** A JSON body as the platform parses it (the empty body is null), or VALIDATION_ERROR. */
@@ -484,7 +505,8 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
     const binary = carriesBinaryBody(request, match)
     const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined
-    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match)
+    const cors = corsOf(config, request, meta.path, match)
+    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match, cors)
     const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
     return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
   })
@@ -503,11 +525,12 @@ const edgeFor = (
   limit: number | undefined,
   binary: boolean,
   meta: RequestMetaShape,
-  match: RouteMatch | undefined
+  match: RouteMatch | undefined,
+  cors: Readonly<Record<string, string>> | undefined
 ) =>
   Effect.gen(function*() {
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
-      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
+      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined, cors))
 
     const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta, match).pipe(
       Effect.map((e) => e && errorResponse(e)),

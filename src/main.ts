@@ -21,8 +21,7 @@ import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
-import { apiRoutes, isKeyed, matchRoute } from "./Server/Routes.js"
-import { corsHeaders, type CorsPolicy, PreflightLive } from "./Http/Cors.js"
+import { PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
@@ -217,24 +216,11 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
     Layer.provideMerge(Layer.succeed(AppConfig, config))
   )
 
-/** Cross-origin access: public routes for any origin, keyed ones for ATTESTD_CORS_ORIGINS (Http/Cors.ts). */
-const corsPolicy = (config: AppConfigShape): CorsPolicy => {
-  const routes = apiRoutes()
-  return {
-    origins: config.corsOrigins,
-    keyedRoute: (method, path) => {
-      const match = matchRoute(routes, method, path)
-      return match !== undefined && isKeyed(match.route, config)
-    }
-  }
-}
-
 /** The HTTP server on the configured address, over AppLive. */
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const tracing = process.env.ATTESTD_TRACING === "1"
   const drainer = makeDrainer()
-  const cors = corsHeaders(corsPolicy(config))
-  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve((app) => cors(edge(app))).pipe(
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
     Layer.provide(HttpApiLive),
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,

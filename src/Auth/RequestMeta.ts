@@ -10,6 +10,8 @@ export interface RequestMetaShape {
   readonly requestId: string
   readonly clientIp: string
   readonly path: string
+  /** The route template the access log and metrics count the request under (Server/Routes.ts routeTemplate). */
+  route?: string | undefined
   rateLimit: RateLimitInfo | undefined
   /** The id (never the secret) of the API key that authenticated, for the access log. */
   keyId?: string | undefined

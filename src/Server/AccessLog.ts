@@ -5,13 +5,11 @@
  * method, route, status, duration and the id of the API key — never the key,
  * a token, or a body.
  */
-import { HttpApi } from "@effect/platform"
 import { Context, Effect, Layer, LogLevel } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { Api } from "../Api.js"
 import { directLogger } from "../Platform/Logging.js"
 import { type HttpLabels, httpLabels, recordHttpLabelled } from "../Platform/Metrics.js"
-import { stripV1 } from "../Http/Paths.js"
+import { apiRoutes, routeTemplate } from "./Routes.js"
 import type { RequestMetaShape } from "../Auth/RequestMeta.js"
 
 /** The meta of each request in flight, written by the edge and read by the access log once the response ends. */
@@ -19,54 +17,13 @@ export class RequestMetas extends Context.Tag("Server/RequestMetas")<RequestMeta
   static readonly layer = Layer.sync(RequestMetas, () => new WeakMap())
 }
 
-interface Template {
-  readonly method: string
-  readonly template: string
-  readonly pattern: RegExp
-}
-
-/** The route templates of the one HttpApi definition, literal routes before parameterised ones (/keys/current before /keys/:id). */
-const TEMPLATES: ReadonlyArray<Template> = (() => {
-  const out: Array<Template> = []
-  const add = (method: string, template: string) =>
-    out.push({
-      method,
-      template,
-      pattern: new RegExp("^" + template.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\/:[^/]+/g, "/[^/]+") + "/?$")
-    })
-  HttpApi.reflect(Api, {
-    onGroup: () => {},
-    onEndpoint: ({ endpoint }) => add(endpoint.method, endpoint.path)
-  })
-  out.sort((a, b) => (a.template.includes(":") ? 1 : 0) - (b.template.includes(":") ? 1 : 0))
-  add("GET", "/openapi.json")
-  return out
-})()
-
-/** The templates of routes without a path parameter, by "METHOD path": most requests are found without a regex. */
-const LITERAL: ReadonlyMap<string, string> = new Map(
-  TEMPLATES.filter((t) => !t.template.includes(":")).map((t) => [`${t.method} ${t.template}`, t.template])
-)
-
-/** The route template of a request (`/v1` prefix kept when given), or "unmatched". */
-export const routeTemplateOf = (method: string, url: string): string => {
-  const raw = url.split("?")[0] ?? url
-  const path = stripV1(raw)
-  const prefix = path !== raw ? "/v1" : ""
-  const m = method === "HEAD" ? "GET" : method
-  const literal = LITERAL.get(`${m} ${path}`)
-  if (literal !== undefined) return prefix + literal
-  if (/^\/docs(\/.*)?$/.test(path)) return "/docs"
-  const hit = TEMPLATES.find((t) => t.method === m && t.pattern.test(path)) ??
-    TEMPLATES.find((t) => t.pattern.test(path))
-  return hit ? prefix + hit.template : "unmatched"
-}
-
 /** The observer the server calls first for every request (metrics and the access log). */
 export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void, never, RequestMetas> = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
   const log = directLogger(runtime)
   const requestMetas = yield* RequestMetas
+  // for a request the edge did not see (the server starting or stopping)
+  const routes = apiRoutes()
   // The label arrays of each (method, route, status) seen, kept for this server (a bounded set:
   // route templates and statuses), so the metrics registry finds its entries by the same array.
   const labelsSeen = new Map<string, HttpLabels>()
@@ -84,11 +41,12 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
     const finish = (aborted: boolean) => {
       const seconds = (performance.now() - start) / 1000
       const method = req.method ?? "GET"
-      const route = routeTemplateOf(method, req.url ?? "/")
-      const status = aborted && !res.headersSent ? 499 : res.statusCode
-      recordHttpLabelled(labelsOf(method, route, status), seconds)
       const meta = requestMetas.get(req)
       requestMetas.delete(req)
+      // the edge matched the route once and left its template on the meta
+      const route = meta?.route ?? routeTemplate(routes, method, req.url ?? "/", undefined)
+      const status = aborted && !res.headersSent ? 499 : res.statusCode
+      recordHttpLabelled(labelsOf(method, route, status), seconds)
       const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")
       const annotations: Record<string, unknown> = {
         request_id: requestId,

@@ -1,9 +1,9 @@
 /**
- * The edge of the HTTP service: request ids, the /v1 alias, the body limit,
+ * The edge of the HTTP service: request ids, the /v1 alias, CORS headers, the body limit,
  * client addresses, public rate limits, and the mapping of every failure
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
-import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { FileSystem, Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
@@ -20,13 +20,14 @@ import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
 import { isDatabaseUnavailable } from "../Platform/Sql.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
+import { corsHeadersFor } from "../Http/Cors.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
 import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
 import { RequestMetas } from "./AccessLog.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
-import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch } from "./Routes.js"
+import { apiRoutes, isKeyed, matchRoute, type Route, type RouteMatch, routeTemplate } from "./Routes.js"
 import { afterRequestBody } from "./Linger.js"
 
 export { MAX_BODY_BYTES } from "./BodyLimits.js"
@@ -242,6 +243,8 @@ const routeScopes = (principal: Principal, scopes: ReadonlyArray<Scope>) =>
 
 const ROUTES = apiRoutes()
 
+const responseOf = (e: Errors.ApiError | undefined) => e && errorResponse(e)
+
 /** Whether the edge reads a request's body: every method but GET and HEAD (an answer before it lingers for it, `lingering`). */
 const carriesBody = (method: string): boolean => method !== "GET" && method !== "HEAD"
 
@@ -263,19 +266,16 @@ export const admitRequest = (
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape,
-  match: RouteMatch | undefined
-): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta | BodyGates> => {
-  const afterPublicLimit = Effect.flatMap(BodyGates, (gates) => {
-    if (urlHasNul(url)) return Effect.succeed(NUL_IN_URL())
-    if (checksBeforeBody(config, match, method, gates)) {
-      return beforeBody(config, match!, headers, meta, gates).pipe(
-        Effect.flip,
-        Effect.option,
-        Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
-      )
-    }
-    return Effect.succeed(bodyShapeError(config, match, method, headers))
-  })
+  match: RouteMatch | undefined,
+  gates: ReadonlyMap<string, BodyGate>
+): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta> => {
+  const afterPublicLimit = !urlHasNul(url) && checksBeforeBody(config, match, method, gates)
+    ? beforeBody(config, match!, headers, meta, gates).pipe(
+      Effect.flip,
+      Effect.option,
+      Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
+    )
+    : Effect.sync(() => refusalNow(config, method, url, headers, match))
   if (chargedPublicly(config, match, headers)) {
     return Effect.flatMap(PublicLimit, (publicLimit) =>
       Effect.flatMap(Effect.either(publicLimit.charge(meta)), (charged) =>
@@ -283,6 +283,22 @@ export const admitRequest = (
   }
   return afterPublicLimit
 }
+
+/**
+ * Whether admitRequest decides without an effect: no public charge and no key or gate to
+ * check, so what is left (refusalNow) is pure and the edge runs no admission steps for it.
+ */
+const admittedAtOnce = (
+  config: AppConfigShape,
+  method: string,
+  headers: EdgeHeaders,
+  match: RouteMatch | undefined,
+  gates: ReadonlyMap<string, BodyGate>
+): boolean => !chargedPublicly(config, match, headers) && !checksBeforeBody(config, match, method, gates)
+
+/** The refusals that need no effect: U+0000 in the target (400), then the body's type and declared size (415, 413). */
+const refusalNow = (config: AppConfigShape, method: string, url: string, headers: EdgeHeaders, match: RouteMatch | undefined) =>
+  urlHasNul(url) ? NUL_IN_URL() : bodyShapeError(config, match, method, headers)
 
 /** Whether the edge charges the request against its address's public limit (see chargedAtEdge). */
 const chargedPublicly = (config: AppConfigShape, match: RouteMatch | undefined, headers: EdgeHeaders): boolean =>
@@ -350,11 +366,31 @@ const beforeBody = (
     }))
 }
 
-/** The headers the edge adds to every response: X-Request-Id and, once a limit counted the request, X-RateLimit-*. */
-export const edgeHeaders = (meta: RequestMetaShape, responseHasRateLimit: boolean): Record<string, string> => {
+/**
+ * The headers the edge adds to every response: X-Request-Id, once a limit counted the
+ * request X-RateLimit-*, and the CORS headers its request calls for (`cors`, Http/Cors.ts).
+ */
+export const edgeHeaders = (
+  meta: RequestMetaShape,
+  responseHasRateLimit: boolean,
+  cors: Readonly<Record<string, string>> | undefined
+): Record<string, string> => {
   const headers: Record<string, string> = { "x-request-id": meta.requestId }
   if (meta.rateLimit && !responseHasRateLimit) Object.assign(headers, rateLimitHeaders(meta.rateLimit))
+  if (cors !== undefined) Object.assign(headers, cors)
   return headers
+}
+
+/**
+ * The CORS headers of a request (none without an Origin). Whether its route needs a key
+ * comes from the edge's match; a preflight asks about another method, matched here.
+ */
+const corsOf = (config: AppConfigShape, request: HttpServerRequest.HttpServerRequest, path: string, match: RouteMatch | undefined) => {
+  const origin = headerOf(request.headers, "origin")
+  if (origin === undefined) return undefined
+  const asked = request.method === "OPTIONS" ? headerOf(request.headers, "access-control-request-method") : undefined
+  const route = asked === undefined ? match : matchRoute(ROUTES, asked.toUpperCase(), path)
+  return corsHeadersFor(config.corsOrigins, { origin, preflight: asked !== undefined, keyed: route !== undefined && isKeyed(route.route, config) })
 }
 
 /** A JSON body as the platform parses it (the empty body is null), or VALIDATION_ERROR. */
@@ -470,22 +506,30 @@ export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, 
  * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
  * normalized request (no /v1 prefix, a JSON content type) are provided together, once,
  * around all of it, and so is the route's body limit (where there is a body to read): each
- * provide copies the fiber's context and each FiberRef locally its refs twice.
+ * provide is a FiberRef locally (about twenty steps of the fiber's loop, two copies of
+ * its refs) and a copy of its context.
  */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates> =>
   Effect.gen(function*() {
     const config = yield* AppConfig
     const requestMetas = yield* RequestMetas
+    const gates = yield* BodyGates
     const request = yield* HttpServerRequest.HttpServerRequest
     const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
     requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
     const match = matchRoute(ROUTES, request.method, meta.path)
+    meta.route = routeTemplate(ROUTES, request.method, request.url, match)
     const binary = carriesBinaryBody(request, match)
     const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined
-    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match)
-    const bounded = limit === undefined ? steps : HttpServerRequest.withMaxBodySize(steps, Option.some(limit))
-    return yield* Effect.provide(bounded, Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized)))
+    const cors = corsOf(config, request, meta.path, match)
+    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match, cors, gates)
+    const context = Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized))
+    // the body limit joins the same context: one provide, where withMaxBodySize would be a second
+    return yield* Effect.provide(
+      steps,
+      limit === undefined ? context : Context.add(context, HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(limit)))
+    )
   })
 
 /**
@@ -502,16 +546,20 @@ const edgeFor = (
   limit: number | undefined,
   binary: boolean,
   meta: RequestMetaShape,
-  match: RouteMatch | undefined
+  match: RouteMatch | undefined,
+  cors: Readonly<Record<string, string>> | undefined,
+  gates: ReadonlyMap<string, BodyGate>
 ) =>
   Effect.gen(function*() {
     const finish = (response: HttpServerResponse.HttpServerResponse) =>
-      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined))
+      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined, cors))
 
-    const refused = yield* admitRequest(config, request.method, request.url, request.headers, meta, match).pipe(
-      Effect.map((e) => e && errorResponse(e)),
-      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
-    )
+    const refused = admittedAtOnce(config, request.method, request.headers, match, gates)
+      ? responseOf(refusalNow(config, request.method, request.url, request.headers, match))
+      : yield* admitRequest(config, request.method, request.url, request.headers, meta, match, gates).pipe(
+        Effect.map(responseOf),
+        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
+      )
     const incoming = NodeHttpServerRequest.toIncomingMessage(request)
     if (refused) return lingering(incoming, finish(refused))
     if (limit !== undefined && request.headers["content-length"] === undefined) {

@@ -11,6 +11,7 @@ import { Api } from "../Api.js"
 import { Authentication, ConfiguredAccess } from "../Auth/Api.js"
 import { isScope, type Scope } from "../Auth/Domain.js"
 import type { AppConfigShape } from "../Platform/Config.js"
+import { stripV1 } from "../Http/Paths.js"
 
 export interface Route {
   /** The OpenAPI operationId: `group.endpoint`. */
@@ -104,4 +105,28 @@ export const matchRoute = (routes: ReadonlyArray<Route>, method: string, path: s
     return { route, params }
   }
   return undefined
+}
+
+/**
+ * The route template a request is counted and logged under (the `/v1` prefix kept when
+ * given; never the raw path, which carries hashes and ids), or "unmatched". `match` is
+ * the edge's own match of the request, so a routed request is looked up once; only a
+ * request it did not match (another method on the path, the documents) is looked up here.
+ */
+export const routeTemplate = (
+  routes: ReadonlyArray<Route>,
+  method: string,
+  url: string,
+  match: RouteMatch | undefined
+): string => {
+  const q = url.indexOf("?")
+  const raw = q < 0 ? url : url.slice(0, q)
+  const path = stripV1(raw)
+  const prefix = path !== raw ? "/v1" : ""
+  if (match !== undefined) return prefix + match.route.path
+  if (path === "/openapi.json") return prefix + path
+  if (path === "/docs" || path.startsWith("/docs/")) return "/docs"
+  const get = method === "HEAD" ? matchRoute(routes, "GET", path) : undefined
+  const hit = get?.route ?? routes.find((route) => route.pattern.test(path))
+  return hit ? prefix + hit.path : "unmatched"
 }

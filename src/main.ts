@@ -7,6 +7,7 @@ import { AttestationRepo } from "./Attestations/Repo.js"
 import { Attestor } from "./Attestations/Attestor.js"
 import { Evidence } from "./Attestations/Evidence.js"
 import { PublicReads } from "./Attestations/PublicReads.js"
+import { StatusReads } from "./Attestations/StatusReads.js"
 import { ReadSql } from "./Platform/ReadSql.js"
 import { AttestationsLive, LookupLive, VerificationLive } from "./Attestations/Http.js"
 import { AttestationListLive } from "./Attestations/List.js"
@@ -132,7 +133,7 @@ export const ClockLive = ({ timestamping: t }: AppConfigShape) =>
  * The repositories and keys listed here are the ones the handlers use directly.
  */
 export const ServicesLive = (config: AppConfigShape) =>
-  PublicReads.layer(PublicReadSide).pipe(Layer.provideMerge(Layer.mergeAll(
+  StatusReads.Default.pipe(Layer.provideMerge(PublicReads.layer(PublicReadSide)), Layer.provideMerge(Layer.mergeAll(
     Attestor.Default,
     Evidence.Default,
     Authenticator.Default,

@@ -20,6 +20,7 @@ import type { HashHex } from "../Domain/HashHex.js"
 import { checkExtraData } from "./ExtraData.js"
 import { findPublicAttestation } from "./Find.js"
 import { PublicReads } from "./PublicReads.js"
+import { StatusReads } from "./StatusReads.js"
 
 const itemOf = (a: Attested) => ({
   id: a.attestation.id,
@@ -125,6 +126,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
     const publicLimit = yield* PublicLimit
 
     const reads = yield* PublicReads
+    const statuses = yield* StatusReads
 
     /**
      * The attestations of `hashes` and the live claims `keyId` holds on them, by hash: one
@@ -141,22 +143,12 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
           return new Map(found.map((a) => [a.hashHex as string, { a, claim: claims.get(a.seq) }]))
         }))
 
-    /** One digest's status and the source of `keyId`'s live claim on it (the verify path), read as `lookup` reads. */
-    const status = (hash: HashHex, keyId: string | undefined) =>
-      reads.find(hash, (hash) =>
-        Effect.gen(function*() {
-          const repo = yield* AttestationRepo
-          const a = yield* Effect.orDie(repo.findByHash(hash))
-          if (a === undefined) return undefined
-          return { a, claim: keyId === undefined ? undefined : yield* Effect.orDie(repo.liveClaimSource(keyId, a.seq)) }
-        }))
-
     return handlers
       .handle("verify", ({ payload }) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* auth.optionalKey(request.headers.authorization)
-          const found = yield* status(payload.hash_hex, Option.getOrUndefined(key)?.id)
+          const found = yield* statuses.status(payload.hash_hex, Option.getOrUndefined(key)?.id)
           if (found === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
           return verifyAnswer(payload.hash_hex, found.a, found.claim, yield* Clock.currentTimeMillis)
         }))

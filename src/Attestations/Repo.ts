@@ -129,19 +129,9 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const findByHashes = (hashes: ReadonlyArray<string>) =>
       inChunks(hashes, (part) => attestationRows(sql`SELECT * FROM attestations WHERE ${among("hash_hex", part)}`))
 
-    /** One digest's attestation status (the verify path: seq, id, hash, time, level), or undefined. */
-    const findByHash = (hash: string) =>
-      Effect.map(
-        statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE hash_hex = ${hash}`),
-        (rows): AttestationStatus | undefined => rows[0]
-      )
-
-    /** The source of `keyId`'s live claim on the attestation `seq` (a key holds at most one), or undefined. */
-    const liveClaimSource = (keyId: string, seq: number) =>
-      Effect.map(
-        claimSourceRows(sql`SELECT source FROM claims WHERE api_key_id = ${keyId} AND attestation_seq = ${seq} AND deleted_at IS NULL`),
-        (rows): { readonly source: string | null } | undefined => rows[0]
-      )
+    /** The statuses of the digests among `hashes` that are attested (the verify path's columns). */
+    const statusByHashes = (hashes: ReadonlyArray<string>) =>
+      inChunks(hashes, (part) => statusRows(sql`SELECT ${sql.unsafe(ATTESTATION_STATUS_COLUMNS)} FROM attestations WHERE ${among("hash_hex", part)}`))
 
     const findByRef = (ref: AttestationRef) =>
       Effect.map(
@@ -203,8 +193,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     )
 
     return {
-      findByHash,
-      liveClaimSource,
+      statusByHashes,
       findByHashes,
       findByRef,
       insertIfAbsent,

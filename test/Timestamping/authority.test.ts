@@ -135,8 +135,8 @@ describe("time-stamping authority (service, SQLite)", () => {
     const digest = sha256(new TextEncoder().encode("registered"))
     const reply = await respond(timestampRequest({ digest }))
     const row = (await stored(parseTimeStampToken(reply.token!).serial_number))!
-    const [tokenAttestation, imprintAttestation] = await runtime.runPromise(Effect.flatMap(AttestationRepo, (repo) =>
-      Effect.all([repo.findByHash(hex(sha256(reply.token!))), repo.findByHash(hex(digest))])))
+    const byHash = async (hash: string) => (await runtime.runPromise(Effect.flatMap(AttestationRepo, (repo) => repo.statusByHashes([hash]))))[0]
+    const [tokenAttestation, imprintAttestation] = [await byHash(hex(sha256(reply.token!))), await byHash(hex(digest))]
     expect(tokenAttestation?.id).toBe(row.tokenAttestationId)
     expect(imprintAttestation?.id).toBe(row.imprintAttestationId)
     const claims = await runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>

@@ -200,8 +200,8 @@ export const makePgKeyCache = (directUrl: Option.Option<string>, options: KeyCac
 
 /**
  * LISTEN sessions on the direct URL, one after the other: each lasts while its probes are
- * heard; a session that fails to open or stops hearing is dropped (its connection closed in
- * the background: a vanished server must not hold up the next) and another opened after a
+ * heard; a session that fails to open or stops hearing is dropped (its connection closed,
+ * waited for at most CLOSE_WAIT_MS) and another opened after a
  * backoff from 250 ms, doubling up to 30 s.
  */
 const listening = (url: string, invalidate: () => void, options: KeyCacheOptions) =>
@@ -242,8 +242,16 @@ const session = (url: string, invalidate: () => void, options: KeyCacheOptions) 
         yield* sleepRealTime(probeMs)
       }
       return heardAny
-    }).pipe(Effect.ensuring(Fiber.interruptFork(holder)))
+    }).pipe(Effect.ensuring(timeoutRealTime(Fiber.interrupt(holder), CLOSE_WAIT_MS, Effect.void)))
   })
+
+/**
+ * How long a session's end waits for its connection to close: long enough for a reachable
+ * server (a shutdown then leaves no LISTEN connection behind to be terminated after
+ * @effect/sql-pg has removed its error handler, which would crash the process), short enough
+ * that a vanished server does not hold up the next session.
+ */
+const CLOSE_WAIT_MS = 2_500
 
 /**
  * Whether this session hears its own notification within `timeoutMs`. The notification is

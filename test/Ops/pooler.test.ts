@@ -251,14 +251,20 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     console.log(`[pooler] ${snap.attestations} attestations, ${snap.batches} batches; sealed per worker ${sealedBy.join("/")}`)
   }, 60_000)
 
-  /** Revokes a key with the CLI while both pollers run; the delays to each instance's first 401 from the CLI's exit. */
+  /**
+   * Revokes a key with the CLI while both pollers run; the delays to each instance's first 401
+   * from the revocation's own time (`revoked_at`, written by the CLI on this host's clock: the
+   * CLI takes a few hundred ms more to exit).
+   */
   const revocationDelays = async (urls: ReadonlyArray<string>, revokeKey: { readonly key: string; readonly id: string }) => {
     const pollers = urls.map((u) => poll(u, revokeKey.key))
     try {
       await waitFor("both instances accept the key", () => pollers.every((p) => p.ok() >= 3), 10_000, 20)
       const r = await runCli(await envOf("cli"), ["keys", "revoke", revokeKey.id])
       expect(r.code, r.stderr).toBe(0)
-      const revokedAt = Date.now()
+      const [row] = await withDb(directUrl, (q) => q(`SELECT revoked_at FROM api_keys WHERE id = '${revokeKey.id}'`))
+      const revokedAt = Date.parse(String(row!.revoked_at).replace("+00:00", "Z"))
+      expect(Number.isFinite(revokedAt)).toBe(true)
       await waitFor("every instance refuses the revoked key", () => pollers.every((p) => p.firstRefusedAt() !== undefined), 15_000, 20)
       await sleep(300)
       for (const p of pollers) expect(p.acceptedAfterRefusal()).toBe(0)
@@ -270,9 +276,12 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
 
   it("a revoked key reaches both instances by polling within ATTESTD_KEY_CACHE_TTL without a direct URL", async () => {
     const delays = await revocationDelays(apis.map((p) => p.url), await createKey())
-    console.log(`[pooler] revocation without ATTESTD_PG_DIRECT_URL (TTL 2s, polling): first 401 ${delays.join(" / ")} ms after keys revoke exited`)
+    console.log(`[pooler] revocation without ATTESTD_PG_DIRECT_URL (TTL 2s, polling): first 401 ${delays.join(" / ")} ms after the revocation`)
     // the default TTL (2 s), a poll interval and a loaded machine's slack
-    for (const d of delays) expect(d).toBeLessThan(2_000 + 1_500)
+    for (const d of delays) {
+      expect(d).toBeGreaterThanOrEqual(0)
+      expect(d).toBeLessThan(2_000 + 1_500)
+    }
   }, 60_000)
 
   it("with ATTESTD_PG_DIRECT_URL a revocation arrives by LISTEN at once, though the TTL is a minute", async () => {
@@ -303,8 +312,11 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     }
 
     const delays = await revocationDelays(listening.map((p) => p.url), revoked)
-    console.log(`[pooler] revocation with ATTESTD_PG_DIRECT_URL (TTL 60s, LISTEN): first 401 ${delays.join(" / ")} ms after keys revoke exited`)
-    for (const d of delays) expect(d).toBeLessThan(1_000)
+    console.log(`[pooler] revocation with ATTESTD_PG_DIRECT_URL (TTL 60s, LISTEN): first 401 ${delays.join(" / ")} ms after the revocation`)
+    for (const d of delays) {
+      expect(d).toBeGreaterThanOrEqual(0)
+      expect(d).toBeLessThan(1_000)
+    }
     await Promise.all(listening.map((p) => p.kill("SIGTERM")))
   }, 60_000)
 
@@ -313,6 +325,8 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     const statuses = new Map<number, number>()
     let slowest = 0
     let missingRetryAfter = 0
+    let clusterStartedAt = Infinity
+    let firstAckAfterStart = Infinity
     let stop = false
     const one = async (i: number) => {
       for (let n = 0; !stop; n++) {
@@ -322,8 +336,10 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
         const body = (await res.json()) as { id?: string; code?: string }
         slowest = Math.max(slowest, Date.now() - started)
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
-        if (res.status === 201) acked.set(hash, body.id!)
-        else {
+        if (res.status === 201) {
+          acked.set(hash, body.id!)
+          if (started > clusterStartedAt) firstAckAfterStart = Math.min(firstAckAfterStart, Date.now() - clusterStartedAt)
+        } else {
           if (res.headers.get("retry-after") === null) missingRetryAfter++
           await sleep(100)
         }
@@ -342,9 +358,9 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     await waitFor("health 503", async () => (await health()) === 503, 10_000, 100)
     await sleep(Math.max(0, 8_000 - (Date.now() - stoppedAt)))
     cluster("start")
-    const startedAt = Date.now()
+    clusterStartedAt = Date.now()
     await waitFor("health 200 again", async () => (await health()) === 200, 20_000, 100)
-    const recoveredMs = Date.now() - startedAt
+    const recoveredMs = Date.now() - clusterStartedAt
     // the load meets the database again before it stops
     const ackedBefore = acked.size
     await waitFor("attests succeed again", () => acked.size > ackedBefore + 10, 20_000, 50)
@@ -353,11 +369,16 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
 
     console.log(
       `[pooler] outage of 8 s under load: statuses ${JSON.stringify(Object.fromEntries(statuses))}, slowest answer ${slowest} ms, ` +
-        `health back ${recoveredMs} ms after the cluster started, ${acked.size} acknowledged`
+        `health back ${recoveredMs} ms and the first 201 ${firstAckAfterStart} ms after the cluster started, ${acked.size} acknowledged`
     )
     expect(slowest).toBeLessThan(10_000)
     expect([...statuses.keys()].sort()).toEqual([201, 503])
     expect(missingRetryAfter).toBe(0)
+    // the workers paused and resumed by themselves, once each per loop, no restart
+    for (const w of workers) {
+      expect(w.output()).toMatch(/paused: the database is unavailable/)
+      expect(w.output()).toMatch(/resumed after \d+ ms/)
+    }
     const rows = await withDb(directUrl, (q) =>
       q(`SELECT hash_hex, id FROM attestations WHERE hash_hex IN (${[...acked.keys()].map((h) => `'${h}'`).join(",")})`))
     expect(rows.length).toBe(acked.size)

@@ -4,6 +4,7 @@
  * pointing at a PgBouncer of this file's own in transaction mode, in front of a throwaway
  * cluster of its own (`pg_createcluster` on a free port, dropped at the end) whose
  * `default_transaction_isolation` is `serializable` (conflicts are retried inside attestd):
+ * - the four, started at once on an empty database, migrate it once;
  * - 20 concurrent attests of one hash, spread across both API instances, store it once
  *   and answer one id;
  * - under a load through both API instances, the two workers seal each window once and
@@ -15,8 +16,9 @@
  * - the cluster stopped for 8 s under a load of new attests: no request hangs past 10 s,
  *   every error is a 503 with Retry-After, health goes 503 and back to 200 by itself, and
  *   every acknowledged attestation is stored exactly once;
- * - no instance logs a "prepared statement … does not exist / already exists" error, nor
- *   does the cluster.
+ * - no advisory lock outlives its transaction (a session lock would stay on an idle pooled
+ *   connection), and no instance logs a "prepared statement … does not exist / already exists"
+ *   error, nor does the cluster.
  * Under CI=true the cluster tools and pgbouncer must be there.
  */
 import { execFileSync, spawn, type ChildProcess } from "node:child_process"
@@ -194,12 +196,12 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     const [isolation] = await withDb(pooledUrl, (q) => q("SHOW default_transaction_isolation"))
     expect(isolation!.default_transaction_isolation).toBe("serializable")
 
-    // every process migrates at start; the CLI first, then all four at once
-    key = (await createKey()).key
+    // all four migrate the empty database at once, one after the other (a transaction-level lock)
     ;[apis, workers] = await Promise.all([
       Promise.all([startApi("api-0"), startApi("api-1")]),
       Promise.all([startWorker("worker-0"), startWorker("worker-1")])
     ])
+    key = (await createKey()).key
   }, 120_000)
 
   afterAll(async () => {
@@ -211,6 +213,12 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
       // already gone
     }
     rmSync(root, { recursive: true, force: true })
+  })
+
+  it("four instances started at once on an empty database migrate it once, through the pooler", () => {
+    // one applied the migrations; the others waited for its transaction-level lock and found none left
+    const applied = [...apis, ...workers].map((p) => (p.output().match(/applied \d+ migration/g) ?? []).length)
+    expect(applied.reduce((a, b) => a + b, 0)).toBe(1)
   })
 
   it("20 concurrent attests of one hash across both API instances store it once, under one id", async () => {
@@ -396,6 +404,12 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     expect(rows.length).toBe(acked.size)
     for (const r of rows) expect(acked.get(String(r.hash_hex))).toBe(r.id)
   }, 60_000)
+
+  it("no advisory lock outlives its transaction on the pooled connections", async () => {
+    // a session lock would stay on an idle server connection; a transaction's goes at its end
+    const held = () => withDb(directUrl, async (q) => Number((await q("SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory'"))[0]!.n))
+    await waitFor("no advisory lock held", async () => (await held()) === 0, 5_000, 50)
+  })
 
   it("no instance and not the cluster met a prepared-statement error", async () => {
     // Positive control: a missing prepared statement run through the pooler is in the cluster's log.

@@ -2,12 +2,18 @@
  * How a background loop (sealer, anchorer, OTS upgrader, webhook dispatcher, rate-limit
  * flush) lives through a database outage: it pauses and resumes by itself, and says so
  * twice, not once per attempt. The first attempt that fails because the database is out
- * of reach (or because conflicts outlasted their retries) logs "paused"; the next attempt
- * that succeeds logs "resumed" with how long it lasted; the failures in between are
- * silent. Any other failure is the loop's own to report.
+ * of reach, or because conflicts outlasted their retries (under serializable isolation and
+ * load), logs "paused" with which of the two it was; the next attempt that succeeds logs
+ * "resumed" with how long it lasted; the failures in between are silent. Any other failure
+ * is the loop's own to report.
  */
 import { Cause, Effect, Option } from "effect"
-import { isTransientDatabaseFailure } from "./Sql.js"
+import { transientDatabaseFailure } from "./Sql.js"
+
+const REASONS = {
+  unavailable: "the database is unavailable",
+  conflict: "its transactions kept conflicting past their retries"
+} as const
 
 export interface OutageLog {
   /** One attempt: a database outage is logged once and answered with None; other failures pass on. */
@@ -18,12 +24,12 @@ export interface OutageLog {
 export const makeOutageLog = (loop: string): Effect.Effect<OutageLog> =>
   Effect.sync(() => {
     let pausedAt: number | undefined
-    const paused = (cause: Cause.Cause<unknown>) =>
+    const paused = (cause: Cause.Cause<unknown>, why: keyof typeof REASONS) =>
       Effect.suspend(() => {
         if (pausedAt !== undefined) return Effect.void
         pausedAt = Date.now()
         const first = Cause.pretty(cause).split("\n")[0]!.slice(0, 300)
-        return Effect.logWarning(`${loop} paused: the database is unavailable (${first}); it resumes by itself when the database answers`)
+        return Effect.logWarning(`${loop} paused: ${REASONS[why]} (${first}); it resumes by itself when the database answers`)
       })
     const resumed = Effect.suspend(() => {
       if (pausedAt === undefined) return Effect.void
@@ -34,7 +40,11 @@ export const makeOutageLog = (loop: string): Effect.Effect<OutageLog> =>
     return {
       attempt: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         Effect.matchCauseEffect(effect, {
-          onFailure: (cause) => (isTransientDatabaseFailure(cause) ? Effect.as(paused(cause), Option.none<A>()) : Effect.failCause(cause)),
+          onFailure: (cause) =>
+            Option.match(transientDatabaseFailure(cause), {
+              onNone: () => Effect.failCause(cause),
+              onSome: (why) => Effect.as(paused(cause, why), Option.none<A>())
+            }),
           onSuccess: (a) => Effect.as(resumed, Option.some(a))
         })
     }

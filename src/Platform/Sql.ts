@@ -250,12 +250,18 @@ export const isDatabaseUnavailable = (e: unknown): boolean => {
 }
 
 /**
- * Whether a failure comes from the database being out of reach now, or from conflicts that
- * outlasted their retries (as a failure or a defect, anywhere in the cause): worth a 503 with
- * Retry-After, and a worker's pause, rather than an internal error.
+ * Why a failure is transient, if it is: the database is out of reach now ("unavailable"), or
+ * conflicts outlasted their retries ("conflict"), as a failure or a defect anywhere in the
+ * cause. Either is worth a 503 with Retry-After, and a worker's pause, rather than an internal
+ * error; the two are told apart in the worker's log.
  */
-export const isTransientDatabaseFailure = (cause: Cause.Cause<unknown>): boolean =>
-  Option.isSome(Cause.find(cause, (c) => {
+export const transientDatabaseFailure = (cause: Cause.Cause<unknown>): Option.Option<"unavailable" | "conflict"> =>
+  Cause.find(cause, (c) => {
     const e = Cause.isDieType(c) ? c.defect : Cause.isFailType(c) ? c.error : undefined
-    return e !== undefined && (isDatabaseUnavailable(e) || isRetryableConflict(e)) ? Option.some(c) : Option.none()
-  }))
+    if (e === undefined) return Option.none()
+    if (isDatabaseUnavailable(e)) return Option.some("unavailable" as const)
+    return isRetryableConflict(e) ? Option.some("conflict" as const) : Option.none()
+  })
+
+/** Whether a failure is transient (transientDatabaseFailure). */
+export const isTransientDatabaseFailure = (cause: Cause.Cause<unknown>): boolean => Option.isSome(transientDatabaseFailure(cause))

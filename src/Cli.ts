@@ -55,6 +55,8 @@ const SETTINGS = {
   "ntp-servers": ["ATTESTD_NTP_SERVERS", "SNTP servers (host[:port], comma-separated) that discipline the time-stamping clock (default: none, unmonitored)"],
   "ntp-interval": ["ATTESTD_NTP_INTERVAL", "how often the NTP servers are asked (default 64s)"],
   "clock-tolerance": ["ATTESTD_CLOCK_TOLERANCE", "largest clock error time-stamp tokens are issued with, their accuracy (default 1s)"],
+  "pg-direct-url": ["ATTESTD_PG_DIRECT_URL", "a postgres:// URL past any connection pooler, for LISTEN (key revocations at once)"],
+  "key-cache-ttl": ["ATTESTD_KEY_CACHE_TTL", "longest use of a cached API key without a lookup (default 2s)"],
   "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
   "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],

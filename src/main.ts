@@ -166,7 +166,7 @@ export const ServicesLive = (config: AppConfigShape) =>
       CalendarLive(config),
       // one public limit (its memory of full windows) over the one limiter
       PublicLimit.Default.pipe(Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)),
-      KeyCacheLive(config.databaseUrl, dialectOf(config.databaseUrl) === "pg"),
+      KeyCacheLive(config),
       ClockLive(config)
     ))
   )

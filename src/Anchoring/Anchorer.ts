@@ -9,6 +9,9 @@
  * merkle root and meets its own nBits target; otherwise the day stays below T2,
  * the `bitcoin` health check says why, and the next pass retries. Calendars are
  * asked concurrently with bounded timeouts, so one dead calendar stalls no other.
+ * Each job holds a lease (Platform/Leases.ts) and writes through its fence, so one
+ * instance anchors a day and a job whose lease was taken over writes nothing; while
+ * the database is out of reach both pause (Platform/Outage.ts).
  */
 import { Clock, Duration, Effect, Option } from "effect"
 import { buildTree } from "../Sealing/MerkleBuilder.js"
@@ -30,12 +33,13 @@ import { HealthChecks, reasonOf, type CheckResult, type WorkerHealth } from "../
 import { OtsCalendar } from "../Platform/Calendar/OtsCalendar.js"
 import { SIMULATED_CALENDAR_LABEL } from "../Platform/Calendar/SimulatedCalendar.js"
 import { AppConfig } from "../Platform/Config.js"
-import { exclusively } from "../Platform/Locks.js"
+import { type Fence, leaseDuration, Leases } from "../Platform/Leases.js"
+import { makeOutageLog } from "../Platform/Outage.js"
 import { redactUrl, redactUrls } from "../Platform/RedactUrl.js"
 import { AnchoringRepo, type DailyRoot, type Submission } from "./Repo.js"
 
-const ANCHOR_LOCK = 727003
-const UPGRADE_LOCK = 727004
+const ANCHOR_LEASE = "anchorer"
+const UPGRADE_LEASE = "ots-upgrader"
 
 export type AnchorOutcome =
   | { readonly _tag: "Anchored"; readonly dailyRootId: number; readonly batches: number; readonly submitted: number }
@@ -49,6 +53,9 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
     const config = yield* AppConfig
     const health = yield* HealthChecks
     const headerSources = yield* BitcoinHeaderSources
+    const leases = yield* Leases
+    const anchorOutage = yield* makeOutageLog("anchoring")
+    const upgradeOutage = yield* makeOutageLog("OTS upgrading")
     let calendarStatus: CheckResult = "ok"
     let bitcoinStatus: CheckResult = "ok"
     /** Shown under tiers.T2.bitcoin (healthz and info): the sources and the last header problem. */
@@ -81,30 +88,30 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
     const now = Effect.map(Clock.currentTimeMillis, formatMillis)
 
     /** Submits the daily root to every calendar that has not answered yet, concurrently. */
-    const submitPending = (day: DailyRoot, subs: ReadonlyArray<Submission>) =>
+    const submitPending = (day: DailyRoot, subs: ReadonlyArray<Submission>, fence: Fence) =>
       Effect.forEach(
         subs.filter((s) => s.status === "unsubmitted"),
         (s) =>
           calendar.submit(s.calendarUrl, hexToBytes(day.root)).pipe(
-            Effect.flatMap((ts) => Effect.flatMap(now, (at) => repo.recordSubmitted(day.id, s.calendarUrl, ts, at))),
+            Effect.flatMap((ts) => Effect.flatMap(now, (at) => fence(repo.recordSubmitted(day.id, s.calendarUrl, ts, at)))),
             Effect.as(true),
             Effect.catchTag("CalendarError", (e) =>
               Effect.zipRight(
                 Effect.logWarning(`calendar ${redactUrl(s.calendarUrl)} refused daily root ${day.id}: ${e.message}`),
-                Effect.as(Effect.flatMap(now, (at) => repo.recordFailure(day.id, s.calendarUrl, e.message, at)), false)
+                Effect.as(Effect.flatMap(now, (at) => fence(repo.recordFailure(day.id, s.calendarUrl, e.message, at))), false)
               ))
           ),
         { concurrency: "unbounded" }
-      ).pipe(Effect.orDie)
+      )
 
     /** Builds and records the day's root over every unanchored batch sealed before the boundary. */
-    const anchorWindow = (windowEndMillis: number) =>
+    const anchorWindow = (windowEndMillis: number, fence: Fence) =>
       Effect.gen(function*() {
         const windowEnd = formatMillis(windowEndMillis)
         const batches = yield* Effect.orDie(repo.unanchoredBatches(windowEnd))
         if (batches.length === 0) return { _tag: "Empty" } as AnchorOutcome
         const tree = buildTree(batches.map((b) => b.merkleRoot))
-        const dailyRootId = yield* Effect.orDie(repo.createDailyRoot({
+        const dailyRootId = yield* fence(repo.createDailyRoot({
           windowEnd,
           tree,
           batches,
@@ -112,7 +119,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
           now: yield* now
         }))
         const day = (yield* Effect.orDie(repo.dailyRootById(dailyRootId)))!
-        const results = yield* submitPending(day, yield* Effect.orDie(repo.submissions(dailyRootId)))
+        const results = yield* submitPending(day, yield* Effect.orDie(repo.submissions(dailyRootId)), fence)
         const submitted = results.filter((r) => r).length
         calendarStatus = submitted > 0 ? "ok" : "degraded"
         yield* (submitted > 0 ? anchoring.succeeded : anchoring.failed(`no calendar accepted daily root ${dailyRootId}`))
@@ -152,7 +159,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       )
 
     /** One upgrade pass over every open day: retries failed submissions, upgrades pending ones, confirms. */
-    const upgradeOnce = Effect.gen(function*() {
+    const upgradeOnce = (fence: Fence) => Effect.gen(function*() {
       const open = yield* Effect.orDie(repo.openRoots)
       let confirmed = 0
       let degraded = false
@@ -161,7 +168,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       let headerProblem: string | null = null
       for (const day of open) {
         const subs = yield* Effect.orDie(repo.submissions(day.id))
-        if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs)
+        if (subs.some((s) => s.status === "unsubmitted")) yield* submitPending(day, subs, fence)
         const pending = (yield* Effect.orDie(repo.submissions(day.id))).filter((s) => s.timestamp !== null)
         if (pending.length === 0) {
           degraded = true // no calendar holds this day yet
@@ -183,7 +190,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
         for (const u of upgrades) {
           if (!u) continue
           const complete = isComplete(u.ts)
-          if (u.changed) yield* Effect.orDie(repo.recordUpgrade(day.id, u.s.calendarUrl, serializeTimestamp(u.ts), complete, at))
+          if (u.changed) yield* fence(repo.recordUpgrade(day.id, u.s.calendarUrl, serializeTimestamp(u.ts), complete, at))
           const [btc] = bitcoinAttestations(u.ts, hexToBytes(day.root))
           if (btc && (!anchor || btc.height < anchor.height)) anchor = { height: btc.height, merkleRoot: bytesToHex(btc.commitment) }
         }
@@ -198,7 +205,7 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
             yield* Effect.logWarning(`daily root ${day.id} stays below T2: ${checked}`)
             continue
           }
-          yield* Effect.orDie(repo.confirm(day.id, { ...anchor, header: checked.header, at }))
+          yield* fence(repo.confirm(day.id, { ...anchor, header: checked.header, at }))
           confirmed++
           yield* Effect.logInfo(`daily root ${day.id} confirmed in Bitcoin block ${anchor.height}${calendar.simulated ? " (simulated)" : ""}`)
         }
@@ -220,10 +227,17 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       return { open: open.length, confirmed }
     })
 
+    /** Busy: another instance holds the lease, took it over, or the database is out of reach (paused). */
     const anchorExclusively = (windowEndMillis: number) =>
-      Effect.map(exclusively(ANCHOR_LOCK, anchorWindow(windowEndMillis)), Option.getOrElse(() => ({ _tag: "Busy" }) as AnchorOutcome))
+      Effect.map(
+        anchorOutage.attempt(leases.exclusively(ANCHOR_LEASE, leaseDuration(config.anchorInterval), (fence) => anchorWindow(windowEndMillis, fence))),
+        (outcome) => Option.getOrElse(Option.flatten(outcome), () => ({ _tag: "Busy" }) as AnchorOutcome)
+      )
 
-    const upgradeExclusively = Effect.map(exclusively(UPGRADE_LOCK, upgradeOnce), Option.getOrElse(() => ({ open: 0, confirmed: 0 })))
+    const upgradeExclusively = Effect.map(
+      upgradeOutage.attempt(leases.exclusively(UPGRADE_LEASE, leaseDuration(config.otsUpgradeInterval), upgradeOnce)),
+      (outcome) => Option.getOrElse(Option.flatten(outcome), () => ({ open: 0, confirmed: 0 }))
+    )
 
     const logged = <A, E, R>(what: string, effect: Effect.Effect<A, E, R>, worker: WorkerHealth) =>
       Effect.catchAllCause(effect, (cause) =>
@@ -256,5 +270,5 @@ export class Anchorer extends Effect.Service<Anchorer>()("Anchoring/Anchorer", {
       calendarStatus: () => calendarStatus
     }
   }),
-  dependencies: [AnchoringRepo.Default, HealthChecks.Default]
+  dependencies: [AnchoringRepo.Default, HealthChecks.Default, Leases.Default]
 }) {}

@@ -8,6 +8,7 @@ import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 import type { MerkleTree } from "../Sealing/MerkleBuilder.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 
 /** The stored leaves blob (32-byte batch roots, concatenated) as the sorted hex batch roots. */
@@ -81,7 +82,7 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
       readonly calendars: ReadonlyArray<string>
       readonly now: string
     }) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const [row] = yield* decodeRows(IdRow)(sql`INSERT INTO daily_roots
           (window_end, root, leaves, batch_count, created_at)
           VALUES (${input.windowEnd}, ${input.tree.rootHex}, ${Buffer.from(input.tree.levels[0]!)},
@@ -108,7 +109,7 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
             VALUES (${id}, ${url}, 'unsubmitted', ${input.now})`
         }
         return id
-      }))
+      })))
 
     const openRoots = decodeRows(DailyRootRow)(sql`SELECT * FROM daily_roots WHERE status <> 'confirmed' ORDER BY id`)
 
@@ -146,7 +147,7 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
       dailyRootId: number,
       c: { readonly height: number; readonly merkleRoot: string; readonly header: string; readonly at: string }
     ) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const won = yield* sql`UPDATE daily_roots SET status = 'confirmed', bitcoin_height = ${c.height},
             bitcoin_merkle_root = ${c.merkleRoot}, bitcoin_header = ${c.header}, confirmed_at = ${c.at}
           WHERE id = ${dailyRootId} AND status <> 'confirmed' RETURNING id`
@@ -157,7 +158,7 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
           SELECT 't2_complete', seq, ${c.at} FROM attestations
           WHERE batch_id IN (SELECT id FROM batches WHERE daily_root_id = ${dailyRootId})`
         return 1
-      }))
+      })))
 
     const counts = Effect.map(decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM daily_roots`), (rows) => ({ daily_roots: rows[0]?.n ?? 0 }))
 

@@ -27,6 +27,7 @@ import { jwkToKeyObject, verifyT0 } from "../Platform/T0Node.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import type { Attestation } from "./Domain.js"
 import { AttestationRepo } from "./Repo.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 export type ImportErrorCode = "INVALID_LINE" | "INVALID_SIGNATURE" | "CONFLICT" | "STORE_ERROR"
 
@@ -348,10 +349,10 @@ export const importLines = (source: AsyncIterable<string> | Iterable<string>) =>
       const records = chunk
       chunk = []
       const now = formatMillis(yield* Clock.currentTimeMillis)
-      const whole = yield* Effect.either(sql.withTransaction(storeChunk(records, now)))
+      const whole = yield* Effect.either(retryingConflicts(sql.withTransaction(storeChunk(records, now))))
       if (whole._tag === "Right") return apply(whole.right)
       for (const r of records) {
-        const one = yield* Effect.either(sql.withTransaction(storeChunk([r], now)))
+        const one = yield* Effect.either(retryingConflicts(sql.withTransaction(storeChunk([r], now))))
         if (one._tag === "Right") apply(one.right)
         else errors.push({ line: r.line, code: "STORE_ERROR", message: `the store refused this line: ${String(one.left).slice(0, 200)}` })
       }

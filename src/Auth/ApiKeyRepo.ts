@@ -52,7 +52,7 @@ export class ApiKeyRepo extends Effect.Service<ApiKeyRepo>()("Auth/ApiKeyRepo", 
         return { id, secret, createdAt: now }
       })
 
-    /** The key with this hash: from the cache while it is live (Postgres, KeyCache.ts), else the store. */
+    /** The key with this hash: from the cache (at most ATTESTD_KEY_CACHE_TTL old, KeyCache.ts), else the store. */
     const findByHash = (keyHash: string) =>
       Effect.suspend(() => {
         const cached = cache.get(keyHash)

@@ -29,6 +29,7 @@ import {
 } from "./LimiterView.js"
 import { RecencyMap } from "../Platform/RecencyMap.js"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
+import { makeOutageLog } from "../Platform/Outage.js"
 
 export interface Verdict extends RateLimitInfo {
   readonly allowed: boolean
@@ -181,6 +182,7 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
   Effect.gen(function*() {
     const views = new RecencyMap<string, KeyView>()
     let calls = 0
+    const outage = yield* makeOutageLog("rate-limit flush")
 
     const viewOf = (key: string, window: number, at: number) => {
       let v = views.get(key)
@@ -231,6 +233,8 @@ export const makeSqlLimiter = (sql: SqlClient.SqlClient) =>
         Effect.sync(() => taken.forEach(([v, batch]) => settle(v, batch)))
       )
     }).pipe(
+      // hits it could not write go uncounted; a database outage is logged once, not every flush
+      outage.attempt,
       Effect.catchAllCause((cause) => Effect.logWarning("rate-limit flush failed; hits it could not write go uncounted", cause))
     )
     const tick = Effect.async<void>((resume) => {

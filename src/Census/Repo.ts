@@ -7,6 +7,7 @@ import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 /** A `derived_lists` row. */
 export const DerivedListRow = Schema.Struct({
@@ -114,7 +115,7 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
     }
 
     const createList = (list: Omit<DerivedList, "revokedAt">, values: ReadonlyArray<string>) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         // Expired lists answer 404 anyway; their values go when the next list is created.
         yield* sql`DELETE FROM derived_values WHERE list_id IN
           (SELECT id FROM derived_lists WHERE expires_at <= ${list.createdAt})`
@@ -126,7 +127,7 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
           const part = values.slice(i, i + 2000).map((value) => ({ list_id: list.id, value }))
           yield* sql`INSERT INTO derived_values ${sql.insert(part)} ON CONFLICT (list_id, value) DO NOTHING`
         }
-      }))
+      })))
 
     const listById = flow(
       SqlSchema.findOne({
@@ -148,10 +149,10 @@ export class CensusRepo extends Effect.Service<CensusRepo>()("Census/CensusRepo"
 
     /** Revoking drops the derived values: a revoked list answers nothing again. */
     const revokeList = (id: string, now: string) =>
-      sql.withTransaction(Effect.zipRight(
+      retryingConflicts(sql.withTransaction(Effect.zipRight(
         sql`UPDATE derived_lists SET revoked_at = ${now} WHERE id = ${id} AND revoked_at IS NULL`,
         sql`DELETE FROM derived_values WHERE list_id = ${id}`
-      ))
+      )))
 
     const countMatches = (listId: string, values: ReadonlyArray<string>) =>
       Effect.map(

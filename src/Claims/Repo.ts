@@ -5,6 +5,7 @@ import { Effect, Schema } from "effect"
 import { type Claim, ClaimRow } from "../Attestations/Domain.js"
 import { newEtag } from "../Attestations/Repo.js"
 import { DbInt, decodeRows, orUndefined } from "../Platform/Rows.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 const IdRow = Schema.Struct({ id: DbInt })
 const ClaimKey = Schema.Struct({ apiKeyId: Schema.String, seq: Schema.Number })
@@ -57,13 +58,13 @@ export class ClaimRepo extends Effect.Service<ClaimRepo>()("Claims/ClaimRepo", {
 
     /** Soft-deletes the key's claim and drops its tags, atomically. */
     const softDelete = (apiKeyId: string, seq: number, now: string) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const [deleted] = yield* decodeRows(IdRow)(sql`UPDATE claims SET deleted_at = ${now}
           WHERE api_key_id = ${apiKeyId} AND attestation_seq = ${seq} AND deleted_at IS NULL RETURNING id`)
         if (!deleted) return false
         yield* sql`DELETE FROM tags WHERE claim_id = ${deleted.id}`
         return true
-      }))
+      })))
 
     return { liveClaim, update, softDelete }
   })

@@ -185,6 +185,14 @@ export interface AppConfigShape {
   readonly signingKeyPoll: Duration.Duration
   /** The RFC 3161 time-stamping authority (POST /v1/timestamp, CONTRACT §6). */
   readonly timestamping: TimestampingConfig
+  /**
+   * ATTESTD_PG_DIRECT_URL: a Postgres URL that bypasses any connection pooler, for LISTEN
+   * (API-key revocations reach every instance at once). Without it they reach it by
+   * polling, within keyCacheTtl.
+   */
+  readonly pgDirectUrl: Option.Option<string>
+  /** ATTESTD_KEY_CACHE_TTL: the longest an instance uses a cached API key without looking it up again (default 2s). */
+  readonly keyCacheTtl: Duration.Duration
 }
 
 /** CONTRACT §6: attestd as an RFC 3161 time-stamping authority. */
@@ -375,7 +383,14 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   ),
   signer: signerSettings,
   signingKeyPoll: Config.succeed(SIGNING_KEY_POLL),
-  timestamping: timestampingConfig
+  timestamping: timestampingConfig,
+  pgDirectUrl: Config.option(Config.string("ATTESTD_PG_DIRECT_URL").pipe(
+    Config.validate({
+      message: "ATTESTD_PG_DIRECT_URL must start with postgres:// or postgresql://",
+      validation: (u) => u.startsWith("postgres://") || u.startsWith("postgresql://")
+    })
+  )),
+  keyCacheTtl: duration("ATTESTD_KEY_CACHE_TTL", "2s")
 }).pipe(
   Config.mapOrFail((c) => {
     if (c.mode === "production" && (c.tsaUrls.length === 0 || c.otsCalendars.length === 0)) {
@@ -472,6 +487,8 @@ export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppC
       ntpServers: [],
       ntpInterval: Duration.seconds(64)
     },
+    pgDirectUrl: Option.none(),
+    keyCacheTtl: Duration.seconds(2),
     ...overrides
   })
 }

@@ -2,12 +2,16 @@
  * The storage switch: `sqlite:PATH` (embedded default) or `postgres://…`, and the
  * migrations of both dialects. Everything above this file talks to `SqlClient`.
  */
+import * as Reactivity from "@effect/experimental/Reactivity"
 import { Migrator, SqlClient, SqlError } from "@effect/sql"
+import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Context, Duration, Effect, Layer, Option, Predicate, Redacted } from "effect"
+import { Cause, Context, Effect, Layer, Option, Predicate } from "effect"
+import pg from "pg"
 import { migrations } from "./migrations/index.js"
 import { prepareSqliteFile } from "./PrivateFiles.js"
+import { sleepRealTime } from "./RealTime.js"
 
 export type Dialect = "sqlite" | "pg"
 
@@ -59,13 +63,76 @@ const sqliteLayer = (url: string) => {
   )
 }
 
+/** How long taking a connection from the pool may wait, a new connection's handshake included. */
+export const CONNECT_TIMEOUT_MS = 5_000
+
+/**
+ * A pg pool whose connections carry no session state of their own (PgBouncer in transaction
+ * mode hands each transaction to any server connection): no startup parameters beyond
+ * application_name (PgBouncer refuses `options` and `statement_timeout` at login), unnamed
+ * statements only (node-postgres names one only when asked), and TCP keepalives so a
+ * connection to a vanished server fails instead of waiting forever.
+ */
+export const makePgPool = (url: string, options: { readonly max: number; readonly applicationName: string }) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const pool = new pg.Pool({
+        connectionString: url,
+        max: options.max,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        idleTimeoutMillis: 10_000,
+        keepAlive: true,
+        keepAliveInitialDelayMillis: 10_000,
+        application_name: options.applicationName
+      })
+      // an idle connection that breaks (a restart) is dropped by the pool; the error is not ours to throw
+      pool.on("error", () => {})
+      return pool
+    }),
+    (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+  )
+
+/**
+ * A connection whose statements, run outside a transaction, run again when Postgres rolls
+ * them back for a serialization failure or a deadlock (under `default_transaction_isolation =
+ * serializable` a single UPDATE of a row another transaction changed is one); a transaction
+ * is retried as a whole by its caller (retryingConflicts).
+ */
+const retryingStatements = (conn: Connection): Connection => ({
+  execute: (sql, params, transformRows) => retryingConflicts(conn.execute(sql, params, transformRows)),
+  executeRaw: (sql, params) => retryingConflicts(conn.executeRaw(sql, params)),
+  executeStream: (sql, params, transformRows) => conn.executeStream(sql, params, transformRows),
+  executeValues: (sql, params) => retryingConflicts(conn.executeValues(sql, params)),
+  executeUnprepared: (sql, params, transformRows) => retryingConflicts(conn.executeUnprepared(sql, params, transformRows))
+})
+
+/**
+ * The Postgres SqlClient: @effect/sql-pg's connections over makePgPool, assembled so that a
+ * statement outside a transaction takes its connection uninterruptibly (an interrupted wait
+ * must not leave a pooled connection taken for good) and retries its conflicts.
+ */
+const pgClient = (url: string, maxConnections: number) =>
+  Effect.gen(function*() {
+    const pool = yield* makePgPool(url, { max: maxConnections, applicationName: "attestd" })
+    const base = yield* PgClient.fromPool({ acquire: Effect.succeed(pool), applicationName: "attestd" })
+    // fail at start, as a wrong URL should, rather than at the first request
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError.SqlError({ cause, message: "PgClient: Failed to connect" })
+    })
+    return yield* SqlClient.make({
+      acquirer: Effect.map(Effect.uninterruptible(base.reserve), retryingStatements),
+      transactionAcquirer: base.reserve,
+      compiler: PgClient.makeCompiler(),
+      spanAttributes: [["db.system.name", "postgresql"]]
+    })
+  })
+
 const pgLayer = (url: string, maxConnections: number) =>
-  PgClient.layer({
-    url: Redacted.make(url),
-    maxConnections,
-    connectTimeout: Duration.seconds(5),
-    applicationName: "attestd"
-  }).pipe(Layer.merge(Layer.succeed(DatabaseFile, Option.none())))
+  Layer.scoped(SqlClient.SqlClient, pgClient(url, maxConnections)).pipe(
+    Layer.provide(Reactivity.layer),
+    Layer.merge(Layer.succeed(DatabaseFile, Option.none()))
+  )
 
 /** The SqlClient for a DATABASE_URL. */
 export const layerFromUrl = (
@@ -76,14 +143,23 @@ export const layerFromUrl = (
     ? sqliteLayer(url).pipe(Layer.orDie)
     : pgLayer(url, options.maxConnections ?? 10).pipe(Layer.orDie)
 
+const MIGRATIONS_TABLE = "attestd_migrations"
+const MIGRATION_LOCK = 727001
+
 /**
- * Applies pending migrations. On Postgres a session advisory lock, held on a
- * reserved connection, serialises instances that start at the same moment.
+ * Applies pending migrations. On Postgres everything happens in one transaction that
+ * first takes a transaction-level advisory lock: instances starting at the same moment
+ * (through a transaction pooler too) apply them one after the other, and the lock goes
+ * with the transaction, whatever happens to the connection. READ COMMITTED, whatever the
+ * database's default: a starter that waited for the lock must see what the one before
+ * it committed. The migrations table is created here, under the lock, with the
+ * definition @effect/sql's Migrator gives it (the Migrator's own check-then-create
+ * would race, and a failed check would abort this transaction).
  */
 export const migrate = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const started = Date.now()
-  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: "attestd_migrations" }).pipe(
+  const run = Migrator.make({})({ loader: Migrator.fromRecord(migrations), table: MIGRATIONS_TABLE }).pipe(
     Effect.tap((applied) =>
       applied.length === 0
         ? Effect.logDebug("database schema is up to date")
@@ -94,12 +170,14 @@ export const migrate = Effect.gen(function*() {
   )
   return yield* sql.onDialectOrElse({
     pg: () =>
-      Effect.scoped(Effect.gen(function*() {
-        const conn = yield* sql.reserve
-        yield* Effect.acquireRelease(
-          conn.executeRaw("SELECT pg_advisory_lock(727001)", []),
-          () => Effect.ignore(conn.executeRaw("SELECT pg_advisory_unlock(727001)", []))
-        )
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql.unsafe("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        yield* sql.unsafe(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`)
+        yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+  migration_id integer primary key,
+  created_at timestamp with time zone not null default now(),
+  name text not null
+)`)
         return yield* run
       })),
     orElse: () => run
@@ -133,22 +211,27 @@ export const isRetryableConflict = (e: unknown): boolean => {
   return code === "40001" || code === "40P01"
 }
 
-/** A pause of real time (setTimeout, not the Effect clock): a retry must not wait for a TestClock. */
-const pause = (ms: number) =>
-  Effect.async<void>((resume) => {
-    const timer = setTimeout(() => resume(Effect.void), ms)
-    return Effect.sync(() => clearTimeout(timer))
-  })
+/** Whether a failure is a conflict (as a failure, or as a defect: @effect/sql dies when COMMIT fails) and nothing else. */
+const causeIsConflict = (cause: Cause.Cause<unknown>): boolean => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return isRetryableConflict(failure.value)
+  const defect = Cause.dieOption(cause)
+  return Option.isSome(defect) && isRetryableConflict(defect.value)
+}
 
 /**
  * `transaction` again, up to 5 more times with a jittered pause (5–40 ms, growing), while it fails
- * with a serialization failure or a deadlock; any other failure at once.
+ * with a serialization failure or a deadlock (at COMMIT too); any other failure at once. Inside an
+ * outer transaction it runs once: a conflict aborts the whole transaction, so only the outermost
+ * one can run again.
  */
 export const retryingConflicts = <A, E, R>(transaction: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
   const attempt = (n: number): Effect.Effect<A, E, R> =>
-    Effect.catchIf(transaction, (e) => n < 5 && isRetryableConflict(e), () =>
-      Effect.zipRight(pause(Math.floor((0.5 + Math.random()) * 5 * 2 ** Math.min(n, 3))), attempt(n + 1)))
-  return attempt(0)
+    Effect.catchAllCause(transaction, (cause) =>
+      n < 5 && causeIsConflict(cause)
+        ? Effect.zipRight(sleepRealTime(Math.floor((0.5 + Math.random()) * 5 * 2 ** Math.min(n, 3))), attempt(n + 1))
+        : Effect.failCause(cause))
+  return Effect.flatMap(inTransaction, (inside) => (inside ? transaction : attempt(0)))
 }
 
 /** Error codes of a database that is unreachable, restarting or failing over, rather than of a statement. */
@@ -163,5 +246,22 @@ export const isDatabaseUnavailable = (e: unknown): boolean => {
   const code = codeOf(e)
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
   const text = `${e.message} ${e.cause instanceof Error ? e.cause.message : ""}`
-  return /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect/i.test(text)
+  return /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
 }
+
+/**
+ * Why a failure is transient, if it is: the database is out of reach now ("unavailable"), or
+ * conflicts outlasted their retries ("conflict"), as a failure or a defect anywhere in the
+ * cause. Either is worth a 503 with Retry-After, and a worker's pause, rather than an internal
+ * error; the two are told apart in the worker's log.
+ */
+export const transientDatabaseFailure = (cause: Cause.Cause<unknown>): Option.Option<"unavailable" | "conflict"> =>
+  Cause.find(cause, (c) => {
+    const e = Cause.isDieType(c) ? c.defect : Cause.isFailType(c) ? c.error : undefined
+    if (e === undefined) return Option.none()
+    if (isDatabaseUnavailable(e)) return Option.some("unavailable" as const)
+    return isRetryableConflict(e) ? Option.some("conflict" as const) : Option.none()
+  })
+
+/** Whether a failure is transient (transientDatabaseFailure). */
+export const isTransientDatabaseFailure = (cause: Cause.Cause<unknown>): boolean => Option.isSome(transientDatabaseFailure(cause))

@@ -10,6 +10,7 @@ import { HashHex, makeHashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 import type { MerkleTree } from "./MerkleBuilder.js"
 import { siblingPath, type ProofStep } from "./MerkleBuilder.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 export const CHUNK_NODES = 1024
 
@@ -87,7 +88,7 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
      * leaf is no longer at T0 (another sealer won), nothing is written.
      */
     const recordSeal = (rec: SealRecord) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const [batch] = yield* decodeRows(IdRow)(sql`INSERT INTO batches
           (window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at)
           VALUES (${rec.windowEnd}, ${rec.tree.rootHex}, ${rec.tree.leafCount}, ${Buffer.from(rec.tsaToken)},
@@ -120,7 +121,7 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
         yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
           SELECT 't1_complete', seq, ${rec.sealedAt} FROM attestations WHERE batch_id = ${batchId}`
         return batchId
-      }))
+      })))
 
     const batchById = flow(
       SqlSchema.findOne({ Request: Schema.Number, Result: BatchRow, execute: (id) => sql`SELECT * FROM batches WHERE id = ${id}` }),

@@ -2,20 +2,23 @@
  * The T1 sealer: at every ATTESTD_SEAL_INTERVAL boundary, every attestation
  * still at T0 and registered before the boundary goes into one Merkle batch
  * whose root the TSA timestamps; batch, nodes, T1 state and outbox events are
- * written in one transaction, so a crash leaves no batch or a whole one. On
- * Postgres a session advisory lock lets exactly one instance seal at a time.
+ * written in one transaction, so a crash leaves no batch or a whole one. A lease
+ * (Platform/Leases.ts) lets one instance seal at a time, and its fencing token refuses
+ * the batch of an instance whose lease was taken over meanwhile. While the database is
+ * out of reach the sealer pauses (Platform/Outage.ts) and seals again when it answers.
  */
 import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
 import { buildTree } from "./MerkleBuilder.js"
 import { formatMillis } from "../Domain/Time.js"
 import { type CheckResult, HealthChecks, reasonOf } from "../Platform/HealthChecks.js"
-import { exclusively } from "../Platform/Locks.js"
+import { type Fence, leaseDuration, Leases } from "../Platform/Leases.js"
+import { makeOutageLog } from "../Platform/Outage.js"
 import { AppConfig } from "../Platform/Config.js"
 import { TsaClient } from "../Platform/Tsa/TsaClient.js"
 import * as Metrics from "../Platform/Metrics.js"
 import { SealingRepo } from "./Repo.js"
 
-const SEALER_LOCK = 727002
+const SEALER_LEASE = "sealer"
 const MAX_SKIPPED_WINDOWS = 7
 
 export type SealOutcome =
@@ -29,6 +32,9 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
     const tsa = yield* TsaClient
     const config = yield* AppConfig
     const health = yield* HealthChecks
+    const leases = yield* Leases
+    const outage = yield* makeOutageLog("sealing")
+    const leaseMs = leaseDuration(config.sealInterval)
     let tsaStatus: CheckResult = "ok"
     let lastError: string | undefined
 
@@ -41,8 +47,8 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
       counts: Effect.orDie(repo.counts)
     })
 
-    /** Seals everything at T0 registered before `windowEndMillis`. */
-    const sealWindow = (windowEndMillis: number) =>
+    /** Seals everything at T0 registered before `windowEndMillis`; the batch is written through `fence`. */
+    const sealWindow = (windowEndMillis: number, fence: Fence) =>
       Effect.gen(function*() {
         const started = performance.now()
         const windowEnd = formatMillis(windowEndMillis)
@@ -70,7 +76,7 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
           )
         }
         const sealedAt = formatMillis(yield* Clock.currentTimeMillis)
-        const batchId = yield* repo.recordSeal({
+        const batchId = yield* fence(repo.recordSeal({
           windowEnd,
           tree,
           leaves,
@@ -79,15 +85,19 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
           tsaGenTime: stamp.genTime.toISOString(),
           sealedAt,
           t1At: formatMillis(stamp.genTime.getTime())
-        }).pipe(Effect.orDie)
+        }))
         Metrics.observe(Metrics.sealDuration, (performance.now() - started) / 1000)
         Metrics.observe(Metrics.sealBatchSize, leaves.length)
         yield* Effect.logInfo(`sealed batch ${batchId}: ${leaves.length} attestations, root ${tree.rootHex}`)
         return { _tag: "Sealed", batchId, leaves: leaves.length } as SealOutcome
       })
 
+    /** Busy: another instance holds the lease, took it over, or the database is out of reach (paused). */
     const sealExclusively = (windowEndMillis: number) =>
-      Effect.map(exclusively(SEALER_LOCK, sealWindow(windowEndMillis)), Option.getOrElse(() => ({ _tag: "Busy" }) as SealOutcome))
+      Effect.map(
+        outage.attempt(leases.exclusively(SEALER_LEASE, leaseMs, (fence) => sealWindow(windowEndMillis, fence))),
+        (outcome) => Option.getOrElse(Option.flatten(outcome), () => ({ _tag: "Busy" }) as SealOutcome)
+      )
 
     /** Sleeps to each window boundary and seals; after k failures in a row it skips 2^(k-1)-1 windows. */
     const run = Effect.gen(function*() {
@@ -126,5 +136,5 @@ export class Sealer extends Effect.Service<Sealer>()("Sealing/Sealer", {
 
     return { sealWindow: sealExclusively, run, tsaStatus: () => tsaStatus }
   }),
-  dependencies: [SealingRepo.Default, HealthChecks.Default]
+  dependencies: [SealingRepo.Default, HealthChecks.Default, Leases.Default]
 }) {}

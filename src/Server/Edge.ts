@@ -18,7 +18,7 @@ import { keyWithAnyScope, keyWithScope } from "../Auth/Http.js"
 import { PublicLimit } from "../Auth/PublicLimit.js"
 import * as Errors from "../Domain/Errors.js"
 import { AppConfig, type AppConfigShape } from "../Platform/Config.js"
-import { isDatabaseUnavailable } from "../Platform/Sql.js"
+import { isTransientDatabaseFailure } from "../Platform/Sql.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
 import { corsHeadersFor } from "../Http/Cors.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
@@ -166,7 +166,8 @@ export const failureError = (
       }
     }
     const meta = yield* currentRequestMeta
-    if (Option.isSome(Cause.find(cause, (c) => (Cause.isDieType(c) && isDatabaseUnavailable(c.defect)) || (Cause.isFailType(c) && isDatabaseUnavailable(c.error)) ? Option.some(c) : Option.none()))) {
+    // out of reach, or conflicts that outlasted their retries: either may pass when retried
+    if (isTransientDatabaseFailure(cause)) {
       yield* Effect.logWarning("database unavailable", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
       return new Errors.ServiceUnavailable({ message: "the database is unavailable; retry shortly" })
     }

@@ -8,6 +8,7 @@ import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
 import { CountRow, DbInt, decodeRows, orDieOnMismatch } from "../Platform/Rows.js"
 import type { Tag } from "./Domain.js"
+import { retryingConflicts } from "../Platform/Sql.js"
 
 /** A tag row is plaintext (value set) or client-encrypted (value NULL, ciphertext and nonce set). */
 const tagRow = <F extends Schema.Struct.Fields>(fields: F) =>
@@ -55,7 +56,7 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
       max: number,
       now: string
     ) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         // Lock the claim: upserts on one claim are serialised (the count below sees every committed tag under
         // READ COMMITTED), and a claim soft-deleted meanwhile gets no tags.
         const live = yield* sql`SELECT id FROM claims WHERE id = ${claim.id} AND deleted_at IS NULL ${isPg ? sql.unsafe("FOR UPDATE") : sql.unsafe("")}`
@@ -71,7 +72,7 @@ export class TagRepo extends Effect.Service<TagRepo>()("Tags/TagRepo", {
         const { n } = yield* countForClaim(claim.id)
         if (n > max) return yield* Effect.fail(new TooManyTags(`${n}`))
         return yield* forClaim(claim.id)
-      }))
+      })))
 
     const remove = (claimId: number, key: string) =>
       Effect.map(sql`DELETE FROM tags WHERE claim_id = ${claimId} AND key = ${key} RETURNING key`, (rows) => rows.length > 0)

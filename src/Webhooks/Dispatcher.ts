@@ -11,17 +11,21 @@
  * in-flight caps per webhook and per key), so an endpoint that never answers
  * holds only its share of the slots; and its circuit (Repo.recordAttempt) opens
  * after repeated failures, so it stops taking slots at all until a probe passes.
+ *
+ * One instance fans out at a time (WebhookRepo.fanOut takes a transaction-level lock).
+ * While the database is out of reach the dispatcher pauses (Platform/Outage.ts): its
+ * passes fail quietly until one succeeds.
  */
 import * as Metrics from "../Platform/Metrics.js"
 import { HttpClient, HttpClientRequest } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Queue } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Queue } from "effect"
 import type { LookupFunction } from "node:net"
 import { lookup as dnsLookup, type LookupAddress } from "node:dns"
 import { formatMillis } from "../Domain/Time.js"
 import { AppConfig } from "../Platform/Config.js"
 import { makeBatcher } from "../Platform/Batcher.js"
-import { exclusively } from "../Platform/Locks.js"
+import { makeOutageLog } from "../Platform/Outage.js"
 import * as Outbound from "../Platform/Outbound.js"
 import {
   DELIVERY_TIMEOUT_MS,
@@ -51,7 +55,6 @@ const POLL_MS = 500
  */
 const CLAIM_BATCH = 8
 const CLAIM_GAP_MS = 50
-const FAN_OUT_LOCK = 727005
 
 /** A lookup that refuses non-public addresses, so the address checked is the address connected to. */
 export const publicOnlyLookup: LookupFunction = (hostname, options, callback) => {
@@ -91,6 +94,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
     const client = yield* Layer.build(webhookClientLayer(production)).pipe(Effect.map((ctx) => Context.get(ctx, HttpClient.HttpClient)))
     const delays = config.webhookRetryDelays
     const now = Effect.map(Clock.currentTimeMillis, formatMillis)
+    const outage = yield* makeOutageLog("webhook dispatching")
 
     const fanOutOnce = Effect.gen(function*() {
       let total = 0
@@ -190,7 +194,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       return due.length
     })
 
-    const fanOutLogged = exclusively(FAN_OUT_LOCK, fanOutOnce).pipe(
+    const fanOutLogged = outage.attempt(fanOutOnce).pipe(
       Effect.catchAllCause((c) => Effect.logWarning("webhook fan-out failed", c))
     )
 
@@ -214,13 +218,14 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
         const free = SEND_CONCURRENCY - inFlight
         endedSinceClaim = 0
         if (free > 0) {
-          const due = yield* claim(free).pipe(
+          const due = yield* outage.attempt(claim(free)).pipe(
+            Effect.map(Option.getOrElse((): ReadonlyArray<Delivery> => [])),
             Effect.catchAllCause((c) => Effect.as(Effect.logWarning("webhook delivery pass failed", c), []))
           )
           for (const d of due) {
             inFlight++
             yield* Effect.fork(
-              attempt(d).pipe(
+              outage.attempt(attempt(d)).pipe(
                 Effect.catchAllCause((c) => Effect.logWarning(`webhook delivery ${d.id} failed`, c)),
                 Effect.ensuring(Effect.suspend(() => {
                   inFlight--

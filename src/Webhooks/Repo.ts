@@ -5,6 +5,7 @@
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, flow, Schema } from "effect"
+import { tryTransactionLock } from "../Platform/Leases.js"
 import { retryingConflicts } from "../Platform/Sql.js"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"
@@ -59,6 +60,8 @@ export const DeliveryRow = Schema.Struct({
 export interface Delivery extends Schema.Schema.Type<typeof DeliveryRow> {}
 
 const IdRow = Schema.Struct({ id: DbInt })
+/** The transaction-level advisory lock of the fan-out (one instance at a time). */
+const FAN_OUT_LOCK = 727005
 const FactsRow = Schema.Struct({
   seq: DbInt,
   id: AttestationId,
@@ -116,7 +119,7 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      * old webhook still use the old secret).
      */
     const remove = (apiKeyId: string, id: string, now: string) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql`UPDATE webhooks SET deleted_at = ${now}
           WHERE id = ${id} AND api_key_id = ${apiKeyId} AND deleted_at IS NULL RETURNING id`
         if (rows.length === 0) return false
@@ -124,7 +127,7 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
             next_attempt_at = ${now}, claimed_until = NULL
           WHERE webhook_id = ${id} AND status = 'pending' AND attempts = 0`
         return true
-      }))
+      })))
 
     const deliveries = flow(
       SqlSchema.findAll({
@@ -142,7 +145,9 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      * events dispatched. Returns how many events were handled.
      */
     const fanOut = (limit: number, now: string) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
+        // one instance at a time: another's transaction holding the lock is fanning out the same events
+        if (!(yield* tryTransactionLock(FAN_OUT_LOCK))) return 0
         const events = yield* decodeRows(IdRow)(sql`SELECT id FROM outbox WHERE dispatched_at IS NULL
           ORDER BY id LIMIT ${limit} ${isPg ? sql.unsafe("FOR UPDATE SKIP LOCKED") : sql.unsafe("")}`)
         if (events.length === 0) return 0
@@ -162,7 +167,7 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
           ON CONFLICT (webhook_id, outbox_id) DO NOTHING`
         yield* sql`UPDATE outbox SET dispatched_at = ${now} WHERE id >= ${first} AND id <= ${last} AND dispatched_at IS NULL`
         return ids.length
-      }))
+      })))
 
     /**
      * Claims up to `limit` due deliveries with a lease until `leaseUntil`; another
@@ -175,7 +180,7 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
      * conditions checked again after locking, so two instances never exceed a cap.
      */
     const claimDue = (now: string, leaseUntil: string, limit: number) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         // A webhook never takes more than WEBHOOK_IN_FLIGHT at once, so only its first
         // WEBHOOK_IN_FLIGHT due deliveries are ranked, each webhook's read as an index range,
         // and the leases counted through their own index: a claim does not grow with the
@@ -235,15 +240,15 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
         if (rows.length === 0) return rows
         yield* sql`UPDATE webhook_deliveries SET claimed_until = ${leaseUntil} WHERE ${sql.in("id", rows.map((r) => r.id))}`
         return rows
-      }))
+      })))
 
     /**
      * Freezes the bodies of deliveries the first time they are sent, so retries send the same
      * bytes: one transaction for all (the dispatcher groups the attempts that start together).
      */
     const setBodies = (bodies: ReadonlyArray<{ readonly id: number; readonly body: string }>) =>
-      sql.withTransaction(Effect.forEach(bodies, ({ body, id }) =>
-        sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`, { discard: true }))
+      retryingConflicts(sql.withTransaction(Effect.forEach(bodies, ({ body, id }) =>
+        sql`UPDATE webhook_deliveries SET body = ${body} WHERE id = ${id} AND body IS NULL`, { discard: true })))
 
     /** What the event bodies of these attestations tell (by seq, in the order asked; undefined where none). */
     const attestationFacts = (seqs: ReadonlyArray<number>) =>

@@ -95,6 +95,7 @@ for (const dialect of await dialects()) {
 
         // Left running with blocks mined: everything reaches T2.
         proc = await startServe({ ...base, port: await freePort() })
+        const draining = Date.now()
         expect(log.acked.size).toBeGreaterThan(0)
         await poll(
           "every attestation at T2",
@@ -107,6 +108,7 @@ for (const dialect of await dialects()) {
           20_000,
           200
         )
+        const drainedMs = Date.now() - draining
         await proc.kill("SIGKILL")
         const final = await checkAll(db, cal, log.acked, "at the end")
         expect(final.byLevel).toEqual({ T0: 0, T1: 0, T2: final.attestations })
@@ -116,7 +118,8 @@ for (const dialect of await dialects()) {
         console.log(
           `[kill ${dialect}] ${ITERATIONS} kills in ${Date.now() - started} ms: ${final.attestations} attestations, ${final.batches} batches, ` +
             `${final.dailyRoots} daily roots, ${final.attempts} submission attempts, ${cal.submissions} calendar submissions, ` +
-            `${cal.blockHeaders().size} blocks; ${log.failed} failed requests; after each kill: ${states.join(" | ")}`
+            `${cal.blockHeaders().size} blocks; ${log.failed} failed requests; all at T2 ${drainedMs} ms after the last start; ` +
+            `after each kill: ${states.join(" | ")}`
         )
       } catch (e) {
         if (proc) console.error(`--- last server output ---\n${proc.output()}`)

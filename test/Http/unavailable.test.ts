@@ -1,7 +1,8 @@
 /**
  * A request that fails because the database cannot be reached (refused, reset, timed out,
- * shutting down, SQLSTATE class 08) answers 503 SERVICE_UNAVAILABLE with Retry-After, which
- * clients retry; any other database failure stays a 500 INTERNAL_ERROR.
+ * shutting down, SQLSTATE class 08), or whose conflicts (40001, 40P01) outlasted the
+ * service's retries, answers 503 SERVICE_UNAVAILABLE with Retry-After, which clients retry;
+ * any other database failure stays a 500 INTERNAL_ERROR.
  */
 import { SqlError } from "@effect/sql"
 import { Cause, Effect } from "effect"
@@ -23,6 +24,16 @@ describe("a database that cannot be reached", () => {
         expect(parts.status).toBe(503)
         expect(parts.headers["retry-after"]).toBe("5")
         expect(parts.body.code).toBe("SERVICE_UNAVAILABLE")
+      }
+    }
+  })
+
+  it("a serialization failure or deadlock that outlasted its retries is a 503 with Retry-After", async () => {
+    for (const code of ["40001", "40P01"]) {
+      for (const failed of [Cause.die(sqlError(withCode("could not serialize access", code))), Cause.fail(sqlError(withCode("deadlock detected", code)))]) {
+        const e = await Effect.runPromise(failureError(failed, []))
+        expect(e._tag).toBe("ServiceUnavailable")
+        expect(errorParts(e).headers["retry-after"]).toBe("5")
       }
     }
   })

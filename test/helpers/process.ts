@@ -168,10 +168,13 @@ export interface ServeProcess {
   readonly kill: (signal?: NodeJS.Signals) => Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-/** Starts `node dist/cli.mjs serve` and resolves once GET /v1/healthz answers 200. */
-export const startServe = async (e: ServeEnv, readyTimeoutMs = 30_000): Promise<ServeProcess> => {
+/**
+ * Starts `node dist/cli.mjs <args>` (a long-running command: `serve`, `worker`) without
+ * waiting for it; `url` is where it would serve HTTP on `e.port`.
+ */
+export const spawnCli = (e: ServeEnv, args: ReadonlyArray<string>): ServeProcess => {
   requireDist()
-  const child = spawn(process.execPath, [BIN, "serve"], { env: envOf(e), stdio: ["ignore", "pipe", "pipe"], cwd: e.dataDir })
+  const child = spawn(process.execPath, [BIN, ...args], { env: envOf(e), stdio: ["ignore", "pipe", "pipe"], cwd: e.dataDir })
   const lines: Array<string> = []
   const collect = (chunk: Buffer) => {
     for (const line of chunk.toString("utf8").split("\n")) {
@@ -200,6 +203,18 @@ export const startServe = async (e: ServeEnv, readyTimeoutMs = 30_000): Promise<
       return exited
     }
   }
+  return proc
+}
+
+/** Starts `node dist/cli.mjs serve` (or `args`) and resolves once GET /v1/healthz answers 200. */
+export const startServe = async (e: ServeEnv, readyTimeoutMs = 30_000, args: ReadonlyArray<string> = ["serve"]): Promise<ServeProcess> => {
+  const proc = spawnCli(e, args)
+  let done = false
+  void proc.exited.then(() => {
+    done = true
+  })
+  const url = proc.url
+  const exited = proc.exited
   const deadline = Date.now() + readyTimeoutMs
   while (true) {
     if (done) throw new Error(`attestd serve exited before it was ready (${JSON.stringify(await exited)}):\n${proc.output()}`)

@@ -20,6 +20,7 @@ import { HashHex } from "../../Domain/HashHex.js"
 import { Attestations, bytesToHex, chain, hexToBytes, leaf, Ops, serializeTimestamp } from "../../Domain/Ots.js"
 import { formatMillis } from "../../Domain/Time.js"
 import { column, DbBytes, DbInt, decodeRows } from "../Rows.js"
+import { retryingConflicts } from "../Sql.js"
 import { sha256 } from "@noble/hashes/sha2.js"
 import { BitcoinHeaderSources, HeaderSourceError } from "../Bitcoin/HeaderSources.js"
 import { CalendarError, MAX_SUBMIT_DIGEST_BYTES, OtsCalendar } from "./OtsCalendar.js"
@@ -86,7 +87,7 @@ export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; read
 
     /** Mines one block over every commitment that has waited the confirmation delay. */
     const mine = (now: number) =>
-      sql.withTransaction(Effect.gen(function*() {
+      retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const due = yield* sql<{ commitment: string }>`SELECT commitment FROM simulated_submissions
           WHERE height IS NULL AND submitted_at_ms <= ${now - opts.confirmDelayMs} ORDER BY submitted_at_ms, commitment`
         if (due.length === 0) return
@@ -104,7 +105,7 @@ export const makeSimulatedChain = (opts: { readonly confirmDelayMs: number; read
           yield* sql`UPDATE simulated_submissions SET height = ${height}, proof = ${Buffer.from(block.proofs[i]!)}
             WHERE commitment = ${d.commitment}`
         }
-      }))
+      })))
 
     const proofOf = (commitment: string) =>
       Effect.map(

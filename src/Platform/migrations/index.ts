@@ -13,6 +13,7 @@ import webhookLeases from "./0011_webhook_leases.js"
 import listingByTime from "./0012_listing_by_time.js"
 import timestampTokens from "./0013_timestamp_tokens.js"
 import keyWindows from "./0014_key_windows.js"
+import leases from "./0015_leases.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -28,5 +29,6 @@ export const migrations = {
   "0011_webhook_leases": webhookLeases,
   "0012_listing_by_time": listingByTime,
   "0013_timestamp_tokens": timestampTokens,
-  "0014_key_windows": keyWindows
+  "0014_key_windows": keyWindows,
+  "0015_leases": leases
 }

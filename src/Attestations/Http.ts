@@ -12,15 +12,14 @@ import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
 import { Api } from "../Api.js"
 import { type Attested, Attestor } from "./Attestor.js"
-import { type Attestation, type AttestationStatus, type Claim, legacyOf } from "./Domain.js"
-import { AttestationRepo } from "./Repo.js"
+import { type Attestation, type AttestationStatus, legacyOf } from "./Domain.js"
 import { AttestationItem, type VerifyResponse } from "./Api.js"
 import { Evidence } from "./Evidence.js"
 import type { HashHex } from "../Domain/HashHex.js"
 import { checkExtraData } from "./ExtraData.js"
 import { findPublicAttestation } from "./Find.js"
 import { PublicReads } from "./PublicReads.js"
-import { StatusReads } from "./StatusReads.js"
+import { readWithClaims, StatusReads } from "./StatusReads.js"
 
 const itemOf = (a: Attested) => ({
   id: a.attestation.id,
@@ -128,20 +127,9 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
     const reads = yield* PublicReads
     const statuses = yield* StatusReads
 
-    /**
-     * The attestations of `hashes` and the live claims `keyId` holds on them, by hash: one
-     * read, on one database (the replica first; what it misses, on the primary).
-     */
+    /** The whole rows of `hashes` and the live claims `keyId` holds on them, by hash, in one read. */
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
-      reads.lookup(hashes, (part) =>
-        Effect.gen(function*() {
-          const repo = yield* AttestationRepo
-          const found = yield* Effect.orDie(repo.findByHashes(part))
-          const claims = keyId === undefined
-            ? new Map<number, Claim>()
-            : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
-          return new Map(found.map((a) => [a.hashHex as string, { a, claim: claims.get(a.seq) }]))
-        }))
+      readWithClaims(reads, hashes, keyId, (repo, part) => repo.findByHashes(part))
 
     return handlers
       .handle("verify", ({ payload }) =>

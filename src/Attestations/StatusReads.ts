@@ -7,7 +7,7 @@
  * lookup by `= ANY($1)` costs Postgres and its client about what one by `=` costs, so under
  * load a verify costs a fraction of a round trip.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Effect } from "effect"
 import type { HashHex } from "../Domain/HashHex.js"
 import { makeBatcher } from "../Platform/Batcher.js"
@@ -15,11 +15,33 @@ import type { AttestationStatus, Claim } from "./Domain.js"
 import { PublicReads } from "./PublicReads.js"
 import { AttestationRepo } from "./Repo.js"
 
-export interface Found {
-  readonly a: AttestationStatus
-  /** The live claim of the key the read was made for, if it holds one. */
+/** An attestation (status or whole row) and the live claim of the key the read was made for, if it holds one. */
+export interface WithClaim<A> {
+  readonly a: A
   readonly claim: Claim | undefined
 }
+
+export type Found = WithClaim<AttestationStatus>
+
+/**
+ * The rows `read` gives for some digests and the live claims `keyId` holds on them, by hash:
+ * one public read, so a row and its claim come from the same database.
+ */
+export const readWithClaims = <A extends { readonly seq: number; readonly hashHex: string }>(
+  reads: PublicReads["Type"],
+  hashes: ReadonlyArray<string>,
+  keyId: string | undefined,
+  read: (repo: AttestationRepo, part: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<A>, SqlError.SqlError>
+): Effect.Effect<ReadonlyMap<string, WithClaim<A>>> =>
+  reads.lookup(hashes, (part) =>
+    Effect.gen(function*() {
+      const repo = yield* AttestationRepo
+      const found = yield* Effect.orDie(read(repo, part))
+      const claims = keyId === undefined || found.length === 0
+        ? new Map<number, Claim>()
+        : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
+      return new Map(found.map((a): [string, WithClaim<A>] => [a.hashHex, { a, claim: claims.get(a.seq) }]))
+    }))
 
 interface Asked {
   readonly hash: string
@@ -31,17 +53,8 @@ export class StatusReads extends Effect.Service<StatusReads>()("Attestations/Sta
     const reads = yield* PublicReads
     const sql = yield* SqlClient.SqlClient
 
-    /** The statuses of `hashes` and the live claims `keyId` holds on them, by hash, in one read. */
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
-      reads.lookup(hashes, (part) =>
-        Effect.gen(function*() {
-          const repo = yield* AttestationRepo
-          const found = yield* Effect.orDie(repo.statusByHashes(part))
-          const claims = keyId === undefined || found.length === 0
-            ? new Map<number, Claim>()
-            : new Map((yield* Effect.orDie(repo.liveClaims(keyId, found.map((a) => a.seq)))).map((c) => [c.attestationSeq, c]))
-          return new Map(found.map((a): [string, Found] => [a.hashHex, { a, claim: claims.get(a.seq) }]))
-        }))
+      readWithClaims(reads, hashes, keyId, (repo, part) => repo.statusByHashes(part))
 
     const one = yield* makeBatcher<Asked, Found | undefined, never>({
       process: (asked) =>

@@ -236,7 +236,7 @@ const withKeyCustody = <A, E, R>(effect: Effect.Effect<A, E, R>, pkcs11: boolean
       : identity
   )
 
-const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (each instance takes it up at its next start, with its certificate)"))
+const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (every instance takes a rotated one up within 2 s, with its certificate)"))
 
 const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
   Effect.gen(function*() {

@@ -101,8 +101,9 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
       // The key valid now and its chain, loaded (demo: made) again only when a rotation changes the key.
       const signing = yield* SynchronizedRef.make(yield* Effect.orDie(Effect.flatMap(keyNow, withChain)))
       const signingNow = Effect.flatMap(keyNow, (key) =>
-        SynchronizedRef.modifyEffect(signing, (held) =>
-          held.key.kid === key.kid ? Effect.succeed([held, held] as const) : Effect.map(withChain(key), (next) => [next, next] as const)))
+        Effect.flatMap(SynchronizedRef.get(signing), (held) =>
+          held.key.kid === key.kid ? Effect.succeed(held) : SynchronizedRef.modifyEffect(signing, (again) =>
+            again.key.kid === key.kid ? Effect.succeed([again, again] as const) : Effect.map(withChain(key), (next) => [next, next] as const))))
       yield* (yield* HealthChecks).register({ features: ["rfc3161_timestamping"] })
       const policy: IssuingPolicy = {
         algorithms: IMPRINT_LENGTHS,

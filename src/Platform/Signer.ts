@@ -13,7 +13,7 @@
  * does not share its custody) generates one of its own.
  *
  * The time-stamping authority's key (CONTRACT §6) is a key of its own (role `tsa`), in the
- * same custody and under the same windows and poll, shown as a KeySigner.
+ * same custody and under the same windows and poll.
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
@@ -187,15 +187,9 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(s), (st) => keyFor(st, formatMillis(now))))
     const current = keyNow(state)
 
-    // A KeySigner per TSA key, made once: its public key is exported for every certificate check.
-    const tsaSigners = new Map<string, KeySigner>()
     const tsa = Option.map(tsaState, (s) =>
-      Effect.flatMap(keyNow(s), (key): Effect.Effect<KeySigner, ServiceUnavailable> => {
-        if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: "no time-stamping key is valid now" }))
-        const made = tsaSigners.get(key.kid) ?? keySignerOf(key)
-        tsaSigners.set(key.kid, made)
-        return Effect.succeed(made)
-      }))
+      Effect.flatMap(keyNow(s), (key): Effect.Effect<HeldKey, ServiceUnavailable> =>
+        key === undefined ? Effect.fail(new ServiceUnavailable({ message: "no time-stamping key is valid now" })) : Effect.succeed(key)))
 
     return {
       custody: custody.kind,
@@ -215,8 +209,8 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
           return Effect.map(key.sign(new TextEncoder().encode(payload)), (der) => ({ kid: key.kid, signature: Buffer.from(der).toString("base64") }))
         }),
       /**
-       * The time-stamping authority's key valid now (a rotation reaches it within one poll);
-       * present when timestamping is on.
+       * The time-stamping authority's key valid now (a rotation reaches it within one poll;
+       * keySignerOf shows it as a KeySigner); present when timestamping is on.
        */
       tsa,
       /** `ok` when a key is valid now and its custody answers. */

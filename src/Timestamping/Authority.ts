@@ -19,7 +19,8 @@ import { NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { HealthChecks } from "../Platform/HealthChecks.js"
 import * as Metrics from "../Platform/Metrics.js"
-import { type KeySigner, Signer } from "../Platform/Signer.js"
+import type { HeldKey } from "../Platform/Keys/Custody.js"
+import { keySignerOf, Signer } from "../Platform/Signer.js"
 import { OID } from "../Platform/Tsa/Rfc3161.js"
 import {
   checkTimeStampRequest,
@@ -97,8 +98,11 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
         onNone: () => Effect.dieMessage("time-stamping is on but the signer holds no TSA key"),
         onSome: Effect.succeed
       })
-      const withChain = (key: KeySigner) => Effect.map(loadTsaChain(config, key), (chain) => ({ key, chain }))
-      // The key valid now and its chain, loaded (demo: made) again only when a rotation changes the key.
+      const withChain = (held: HeldKey) => {
+        const key = keySignerOf(held)
+        return Effect.map(loadTsaChain(config, key), (chain) => ({ key, chain }))
+      }
+      // The key valid now, as a KeySigner, and its chain: made (demo: the chain too) again only when a rotation changes the key.
       const signing = yield* SynchronizedRef.make(yield* Effect.orDie(Effect.flatMap(keyNow, withChain)))
       const signingNow = Effect.flatMap(keyNow, (key) =>
         Effect.flatMap(SynchronizedRef.get(signing), (held) =>

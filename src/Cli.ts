@@ -1,6 +1,6 @@
 /** The `attestd` command line (CONTRACT.md §1): every command. bin.ts runs it on the process's argv; tests run it in-process. */
 import { Args, type CliApp, Command, HelpDoc, Options, Usage, ValidationError } from "@effect/cli"
-import { Console, ConfigError, ConfigProvider, Effect, identity, Layer, Option, ParseResult, Schema } from "effect"
+import { Console, ConfigError, ConfigProvider, Effect, Either, identity, Layer, Option, ParseResult, Schema } from "effect"
 import { accessSync, constants, readFileSync, statSync } from "node:fs"
 import { Brand } from "./Brand/Domain.js"
 import { BrandRepo } from "./Brand/Repo.js"
@@ -18,6 +18,9 @@ import { backup, restore } from "./Platform/Backup.js"
 import { DatabaseLive, migrate } from "./Platform/Sql.js"
 import { createKey, KeyCustodyLive, rotateKey } from "./Platform/Signer.js"
 import { encryptKeyFiles, readPassphrase } from "./Platform/Keys/FileKeys.js"
+import { SUBJECT_ATTRIBUTE_NAMES } from "./Platform/Tsa/CertificationRequest.js"
+import { formatName } from "./Platform/Tsa/Rfc3161.js"
+import { csrSubject, tsaCsr } from "./Timestamping/KeyCertification.js"
 
 /**
  * `serve` (and `worker`) flags: every variable of Platform/Config.ts, each the same
@@ -238,6 +241,13 @@ const withKeyCustody = <A, E, R>(effect: Effect.Effect<A, E, R>, pkcs11: boolean
 
 const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (every instance takes a rotated one up within 2 s, with its certificate)"))
 
+const subjectOption = Options.text("subject").pipe(
+  Options.withDescription(
+    `the subject to certify, RFC 4514: "CN=Example TSA,O=Example,C=DE" (${SUBJECT_ATTRIBUTE_NAMES.join(", ")}); default: the subject of the TSA certificate in ATTESTD_TSA_CERT_CHAIN`
+  ),
+  Options.optional
+)
+
 const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
   Effect.gen(function*() {
     const rotated = yield* withKeyCustody(rotateKey(tsa ? "tsa" : "t0"), false).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
@@ -245,6 +255,28 @@ const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
   })).pipe(Command.withDescription(
     "add a new active signing key (in the token with ATTESTD_SIGNER=pkcs11); the previous key retires 10 s later; prints {kid, activated_at}"
   ))
+
+const csr = Command.make(
+  "csr",
+  {
+    tsa: Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key (required: only it is certified; T0 keys are published as JWKs)")),
+    subject: subjectOption,
+    kid: Options.text("kid").pipe(Options.withDescription("the TSA key to certify (default: the newest TSA key held that is not retired)"), Options.optional)
+  },
+  ({ kid, subject, tsa }) =>
+    Effect.gen(function*() {
+      if (!tsa) return yield* usage("signing-keys csr needs --tsa: only the time-stamping authority's key is certified (T0 keys are published as JWKs at /v1/keys)")
+      const config = yield* loadConfig
+      const name = yield* Either.match(csrSubject(subject, config), { onLeft: usage, onRight: Effect.succeed })
+      const request = yield* withKeyCustody(tsaCsr(kid, name), false).pipe(
+        Effect.catchTags({ KeyCustodyError: (e) => fail(e.message), CsrRefused: (e) => fail(e.message) })
+      )
+      yield* Console.log(request.pem.trimEnd())
+      yield* Console.error(`certification request of the TSA key ${request.kid}, subject ${formatName(name)}`)
+    })
+).pipe(Command.withDescription(
+  "print a PKCS#10 certification request (PEM) for a TSA key in custody, signed by the key where it lives, asking for the critical timeStamping extendedKeyUsage: give it to your CA and put the chain in ATTESTD_TSA_CERT_CHAIN"
+))
 
 const create = Command.make(
   "create",
@@ -275,8 +307,8 @@ const encrypt = Command.make("encrypt", {}, () =>
   })).pipe(Command.withDescription("encrypt the plain key files of the data dir in place with the passphrase of ATTESTD_KEY_PASSPHRASE_FILE"))
 
 const signingKeys = Command.make("signing-keys").pipe(
-  Command.withDescription("the service's ECDSA P-256 signing keys: create, rotate, encrypt"),
-  Command.withSubcommands([create, rotate, encrypt])
+  Command.withDescription("the service's ECDSA P-256 signing keys: create, rotate, csr, encrypt"),
+  Command.withSubcommands([create, rotate, csr, encrypt])
 )
 
 const brandSet = Command.make(
@@ -433,6 +465,7 @@ export const COMMANDS: ReadonlyMap<string, () => Usage.Usage> = new Map([
   ["keys revoke", () => Command.getUsage(keysRevoke)],
   ["signing-keys create", () => Command.getUsage(create)],
   ["signing-keys rotate", () => Command.getUsage(rotate)],
+  ["signing-keys csr", () => Command.getUsage(csr)],
   ["signing-keys encrypt", () => Command.getUsage(encrypt)],
   ["brand set", () => Command.getUsage(brandSet)],
   ["verify", () => Command.getUsage(verifyCommand)],

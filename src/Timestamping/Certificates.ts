@@ -1,22 +1,22 @@
 /**
  * The certificate chain the time-stamping authority signs under (CONTRACT §6).
  * Production: ATTESTD_TSA_CERT_CHAIN (PEM, the TSA certificate first), which
- * must certify the TSA key with a critical extendedKeyUsage of timeStamping
- * only, else the instance refuses to start. Demo: `<dataDir>/tsa/root.pem` (a
- * self-signed CA) and `tsa.pem`, made on the first start and whenever the TSA
- * key is no longer the one tsa.pem certifies; the CA's key is never written
- * anywhere (a new key gets a new CA).
+ * must certify a TSA key with a critical extendedKeyUsage of timeStamping
+ * only, else the instance refuses to start; the authority reads it again when
+ * it changes. Demo: `<dataDir>/tsa/root.pem` (a self-signed CA) and `tsa.pem`,
+ * made on the first start and whenever the TSA key is no longer the one
+ * tsa.pem certifies; the CA's key is never written anywhere (a new key gets a
+ * new CA).
  */
-import { Effect } from "effect"
+import { Effect, Either } from "effect"
 import { createPublicKey, type KeyObject } from "node:crypto"
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as pkijs from "pkijs"
 import type { AppConfigShape } from "../Platform/Config.js"
 import { makePrivateDir } from "../Platform/PrivateFiles.js"
-import { tsaKeyDir } from "../Platform/Keys/FileKeys.js"
 import type { KeySigner } from "../Platform/Signer.js"
-import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
+import { certifiedKid, issueTsaChain, tsaCertificateProblem, tsaUsageProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
 import { derToPem, ensureCryptoEngine, pemToDers } from "../Platform/Tsa/Rfc3161.js"
 import { type TokenSigner, type TsaCertificate, tsaCertificateOf, tokenSignerOf } from "../Platform/Tsa/TokenIssuer.js"
 
@@ -54,22 +54,48 @@ const chainOf = (ders: ReadonlyArray<Uint8Array>): TsaChain => {
 const publicKeyOf = (key: KeySigner): KeyObject =>
   createPublicKey({ key: Buffer.from(key.publicKeySpki), format: "der", type: "spki" })
 
-/** The operator's chain, or why it cannot be used (the message names the file and the key to certify). */
-const productionChain = (file: string, key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Error> =>
-  Effect.try({
-    try: () => {
-      const ders = pemToDers(readFileSync(file, "utf8"))
-      if (ders.length === 0) throw new Error("it holds no CERTIFICATE")
-      const chain = chainOf(ders)
-      const problem = tsaCertificateProblem(chain.signer.certificate, publicKeyOf(key))
-      if (problem !== undefined) {
-        throw new Error(
-          `its first certificate cannot sign this TSA's tokens: ${problem} (the TSA key ${key.kid} is attestd-tsa-${key.kid} in a PKCS#11 token, else the newest file in ${tsaKeyDir(dataDir)}; certify it, e.g. with a CSR from \`openssl req -new -key <that file>\`)`
-        )
-      }
-      return chain
-    },
-    catch: (e) => new Error(`ATTESTD_TSA_CERT_CHAIN ${file}: ${e instanceof Error ? e.message : String(e)}`)
+/** How to get a TSA key certified, for messages. */
+export const certifyAdvice = (kid: string): string =>
+  `certify the TSA key ${kid}: \`attestd signing-keys csr --tsa --kid ${kid}\` prints a certification request for your CA`
+
+/** The operator's chain file as read: its text, and its chain with the kid of the key it certifies, or why it cannot sign tokens. */
+export interface ChainFile {
+  readonly text: string
+  readonly read: Either.Either<{ readonly chain: TsaChain; readonly kid: string }, string>
+}
+
+/** Reads ATTESTD_TSA_CERT_CHAIN (`file`): any key's chain as long as its TSA certificate may sign tokens. */
+export const readChainFile = (file: string): ChainFile => {
+  const named = (problem: string) => `ATTESTD_TSA_CERT_CHAIN ${file}: ${problem}`
+  let text: string
+  try {
+    text = readFileSync(file, "utf8")
+  } catch (e) {
+    return { text: "", read: Either.left(named(`cannot read it: ${e instanceof Error ? e.message : String(e)}`)) }
+  }
+  try {
+    const ders = pemToDers(text)
+    if (ders.length === 0) return { text, read: Either.left(named("it holds no CERTIFICATE")) }
+    const chain = chainOf(ders)
+    const problem = tsaUsageProblem(chain.signer.certificate)
+    if (problem !== undefined) return { text, read: Either.left(named(`its first certificate cannot sign time-stamp tokens: ${problem}`)) }
+    const kid = certifiedKid(chain.signer.certificate)
+    if (kid === undefined) return { text, read: Either.left(named("its first certificate certifies no EC P-256 key, and TSA keys are P-256")) }
+    return { text, read: Either.right({ chain, kid }) }
+  } catch (e) {
+    return { text, read: Either.left(named(`it is not a PEM chain of X.509 certificates: ${e instanceof Error ? e.message : String(e)}`)) }
+  }
+}
+
+/** The operator's chain for `key`, or why it cannot be used (the message names the file and the key to certify). */
+const productionChain = (file: string, key: KeySigner): Effect.Effect<TsaChain, Error> =>
+  Effect.suspend(() => {
+    const { read } = readChainFile(file)
+    if (Either.isLeft(read)) return Effect.fail(new Error(read.left))
+    const problem = tsaCertificateProblem(read.right.chain.signer.certificate, publicKeyOf(key))
+    return problem === undefined ? Effect.succeed(read.right.chain) : Effect.fail(new Error(
+      `ATTESTD_TSA_CERT_CHAIN ${file}: its first certificate cannot sign this TSA's tokens: ${problem} (${certifyAdvice(key.kid)})`
+    ))
   })
 
 /** The demo chain under <dataDir>/tsa/: reused while tsa.pem certifies the key, else made anew. */
@@ -102,5 +128,5 @@ const demoChain = (key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Err
 /** The chain for the configuration: the operator's (production) or the demo CA's. */
 export const loadTsaChain = (config: AppConfigShape, key: KeySigner): Effect.Effect<TsaChain, Error> =>
   config.timestamping.certChainFile._tag === "Some"
-    ? productionChain(config.timestamping.certChainFile.value, key, config.dataDir)
+    ? productionChain(config.timestamping.certChainFile.value, key)
     : demoChain(key, config.dataDir)

@@ -4,11 +4,13 @@
  * id-kp-timeStamping only, critical keyUsage digitalSignature and
  * nonRepudiation), ECDSA P-256 with SHA-256. Used by the embedded demo TSA
  * and by attestd's own authority in demo mode. Also the checks a TSA
- * certificate must pass before a key signs under it.
+ * certificate must pass before a key signs under it, and the extensions a TSA
+ * key's certification request asks for (the same ones).
  */
 import { createHash, createPublicKey, type KeyObject, randomBytes, webcrypto } from "node:crypto"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
+import { jwkThumbprint } from "../../Domain/T0.js"
 import { checkSignerCertificateUsage, ensureCryptoEngine, OID, positiveIntegerBytes } from "./Rfc3161.js"
 
 type CryptoKey = webcrypto.CryptoKey
@@ -16,24 +18,35 @@ type CryptoKey = webcrypto.CryptoKey
 const EC_P256: webcrypto.EcKeyGenParams = { name: "ECDSA", namedCurve: "P-256" }
 
 /**
- * `O=organization, CN=commonName`, one attribute per RDN. (pkijs would put a list of
- * attributes into one multi-valued RDN, `O=…+CN=…`, which some verifiers render oddly.)
+ * A distinguished name of one attribute per RDN, in ASN.1 order (the most general first).
+ * (pkijs would put a list of attributes into one multi-valued RDN, `O=…+CN=…`, which some
+ * verifiers render oddly.)
  */
-export const distinguishedName = (organization: string, commonName: string): pkijs.RelativeDistinguishedNames => {
+export const rdnSequence = (attributes: ReadonlyArray<{ readonly type: string; readonly value: pkijs.AttributeValueType }>): pkijs.RelativeDistinguishedNames => {
   const rdns = new asn1js.Sequence({
-    value: [
-      new pkijs.AttributeTypeAndValue({ type: "2.5.4.10", value: new asn1js.Utf8String({ value: organization }) }),
-      new pkijs.AttributeTypeAndValue({ type: "2.5.4.3", value: new asn1js.Utf8String({ value: commonName }) })
-    ].map((attribute) => new asn1js.Set({ value: [attribute.toSchema()] }))
+    value: attributes.map((a) => new asn1js.Set({ value: [new pkijs.AttributeTypeAndValue(a).toSchema()] }))
   })
   return new pkijs.RelativeDistinguishedNames({ schema: asn1js.fromBER(rdns.toBER()).result })
 }
+
+/** `O=organization, CN=commonName`, one attribute per RDN. */
+export const distinguishedName = (organization: string, commonName: string): pkijs.RelativeDistinguishedNames =>
+  rdnSequence([
+    { type: "2.5.4.10", value: new asn1js.Utf8String({ value: organization }) },
+    { type: "2.5.4.3", value: new asn1js.Utf8String({ value: commonName }) }
+  ])
 
 const extension = (extnID: string, critical: boolean, value: asn1js.AsnType): pkijs.Extension =>
   new pkijs.Extension({ extnID, critical, extnValue: value.toBER(false) })
 
 const keyUsage = (byte: number, unusedBits: number): asn1js.BitString =>
   new asn1js.BitString({ valueHex: new Uint8Array([byte]), unusedBits })
+
+/** What a TSA certificate says of its key: critical keyUsage digitalSignature and nonRepudiation, critical extendedKeyUsage timeStamping only. */
+export const tsaKeyExtensions = (): Array<pkijs.Extension> => [
+  extension(OID.keyUsage, true, keyUsage(0xc0, 6)), // digitalSignature | nonRepudiation
+  extension(OID.extKeyUsage, true, new pkijs.ExtKeyUsage({ keyPurposes: [OID.kpTimeStamping] }).toSchema())
+]
 
 /** The key identifier of RFC 5280 §4.2.1.2 (1): SHA-1 of the subjectPublicKey bits. */
 const keyIdOf = (cert: pkijs.Certificate): Uint8Array =>
@@ -111,8 +124,7 @@ export const issueTsaChain = async (names: TsaChainNames, tsaPublicKey: CryptoKe
     validityMs: names.validityMs,
     extensions: [
       extension(OID.basicConstraints, true, new pkijs.BasicConstraints({ cA: false }).toSchema()),
-      extension(OID.keyUsage, true, keyUsage(0xc0, 6)), // digitalSignature | nonRepudiation
-      extension(OID.extKeyUsage, true, new pkijs.ExtKeyUsage({ keyPurposes: [OID.kpTimeStamping] }).toSchema())
+      ...tsaKeyExtensions()
     ]
   })
   return { rootDer: rootCert.der, tsaDer: tsaCert.der, rootPrivateKey: root.privateKey }
@@ -140,16 +152,32 @@ export const certifiesKey = (cert: pkijs.Certificate, key: KeyObject): boolean =
     ofCert.n === ofKey.n && ofCert.e === ofKey.e
 }
 
-/**
- * Why `cert` may not sign time-stamp tokens for `key`, or undefined when it may:
- * it must certify that key and carry a critical extendedKeyUsage of id-kp-timeStamping only.
- */
-export const tsaCertificateProblem = (cert: pkijs.Certificate, key: KeyObject): string | undefined => {
-  if (!certifiesKey(cert, key)) return "its public key is not the TSA key's"
+/** The kid (RFC 7638 thumbprint) of the P-256 key `cert` certifies; undefined for any other key. */
+export const certifiedKid = (cert: pkijs.Certificate): string | undefined => {
+  try {
+    const jwk = createPublicKey({ key: Buffer.from(cert.subjectPublicKeyInfo.toSchema().toBER()), format: "der", type: "spki" })
+      .export({ format: "jwk" })
+    return jwk.kty === "EC" && jwk.crv === "P-256" && jwk.x !== undefined && jwk.y !== undefined ? jwkThumbprint(jwk.x, jwk.y) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Why `cert` may not sign time-stamp tokens whatever its key, or undefined: it must carry a critical extendedKeyUsage of id-kp-timeStamping only. */
+export const tsaUsageProblem = (cert: pkijs.Certificate): string | undefined => {
   try {
     checkSignerCertificateUsage(cert)
     return undefined
   } catch (e) {
     return e instanceof Error ? e.message.replace(/^invalid time-stamp token: /, "") : String(e)
   }
+}
+
+/**
+ * Why `cert` may not sign time-stamp tokens for `key`, or undefined when it may:
+ * it must certify that key and carry a critical extendedKeyUsage of id-kp-timeStamping only.
+ */
+export const tsaCertificateProblem = (cert: pkijs.Certificate, key: KeyObject): string | undefined => {
+  if (!certifiesKey(cert, key)) return "its public key is not the TSA key's"
+  return tsaUsageProblem(cert)
 }

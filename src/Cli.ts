@@ -239,7 +239,9 @@ const withKeyCustody = <A, E, R>(effect: Effect.Effect<A, E, R>, pkcs11: boolean
       : identity
   )
 
-const tsaOption = Options.boolean("tsa").pipe(Options.withDescription("the time-stamping authority's key instead of a T0 key (every instance takes a rotated one up within 2 s, with its certificate)"))
+const tsaOption = Options.boolean("tsa").pipe(Options.withDescription(
+  "the time-stamping authority's key instead of a T0 key (every instance signs with a rotated one within 2 s of its certificate: at once in demo, once ATTESTD_TSA_CERT_CHAIN certifies it in production)"
+))
 
 const subjectOption = Options.text("subject").pipe(
   Options.withDescription(
@@ -248,12 +250,28 @@ const subjectOption = Options.text("subject").pipe(
   Options.optional
 )
 
-const rotate = Command.make("rotate", { tsa: tsaOption }, ({ tsa }) =>
+const rotate = Command.make("rotate", { tsa: tsaOption, subject: subjectOption }, ({ subject, tsa }) =>
   Effect.gen(function*() {
+    const config = yield* loadConfig
+    const certified = tsa && Option.isSome(config.timestamping.certChainFile)
+    if (Option.isSome(subject) && !certified) {
+      return yield* usage("--subject names the subject of the new TSA key's certification request: it needs --tsa and ATTESTD_TSA_CERT_CHAIN (a demo TSA certifies its own key)")
+    }
+    // the request's subject first: a key the CA cannot be asked to certify is not made
+    const name = certified ? yield* Either.match(csrSubject(subject, config), { onLeft: usage, onRight: Effect.succeed }) : undefined
     const rotated = yield* withKeyCustody(rotateKey(tsa ? "tsa" : "t0"), false).pipe(Effect.catchTag("KeyCustodyError", (e) => fail(e.message)))
-    yield* Console.log(JSON.stringify(rotated))
+    if (name === undefined) return yield* Console.log(JSON.stringify(rotated))
+    const request = yield* withKeyCustody(tsaCsr(Option.some(rotated.kid), name), false).pipe(Effect.either)
+    if (Either.isLeft(request)) {
+      yield* Console.log(JSON.stringify(rotated))
+      return yield* fail(`the TSA key ${rotated.kid} was made, but not its certification request (${messageOf(request.left)}): attestd signing-keys csr --tsa --kid ${rotated.kid}`)
+    }
+    yield* Console.log(JSON.stringify({ ...rotated, csr: request.right.pem }))
+    yield* Console.error(
+      `the previous TSA key signs on until ATTESTD_TSA_CERT_CHAIN certifies ${rotated.kid}: have the certification request ("csr") certified by your CA and replace that file with the new chain; every instance then switches within one poll and retires the previous key`
+    )
   })).pipe(Command.withDescription(
-    "add a new active signing key (in the token with ATTESTD_SIGNER=pkcs11); the previous key retires 10 s later; prints {kid, activated_at}"
+    "add a new signing key (in the token with ATTESTD_SIGNER=pkcs11), active now; the previous key retires 10 s later; prints {kid, activated_at}. With --tsa and ATTESTD_TSA_CERT_CHAIN the previous TSA key signs on until that chain certifies the new one, and the JSON carries the new key's certification request (\"csr\", PEM)"
   ))
 
 const csr = Command.make(

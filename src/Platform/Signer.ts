@@ -13,16 +13,19 @@
  * does not share its custody) generates one of its own.
  *
  * The time-stamping authority's key (CONTRACT §6) is a key of its own (role `tsa`), in the
- * same custody and under the same windows and poll.
+ * same custody and under the same windows and poll. Which of the TSA keys valid now signs
+ * is the authority's choice (Timestamping/TsaSigning.ts): in production the one the
+ * operator's chain certifies. So a TSA key certified by that chain is not retired by a
+ * rotation or a start: the authority retires it once the chain certifies its successor.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, type SqlError } from "@effect/sql"
 import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
 import { createPublicKey } from "node:crypto"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { jwkThumbprint } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
-import { AppConfig } from "./Config.js"
-import { type HeldKey, KeyCustody, type KeyRole } from "./Keys/Custody.js"
+import { AppConfig, type AppConfigShape } from "./Config.js"
+import { type HeldKey, KeyCustody, type KeyCustodyError, type KeyRole } from "./Keys/Custody.js"
 import { layerFileKeys } from "./Keys/FileKeys.js"
 import { layerPkcs11Keys } from "./Keys/Pkcs11Keys.js"
 import { type KeyWindow, keyWindows, registerKey, retireKeys } from "./SigningKeys.js"
@@ -46,11 +49,18 @@ interface KeyState {
   readonly looked: ReadonlySet<string>
 }
 
+const validAt = (state: KeyState, w: KeyWindow, at: string): boolean =>
+  state.held.has(w.kid) && w.activatedAt <= at && (w.retiredAt === null || at <= w.retiredAt)
+
 /** The key that signs what is registered at `at` (wire time): the newest held key whose window contains it. */
 const keyFor = (state: KeyState, at: string): HeldKey | undefined => {
-  const w = state.windows.find((w) => state.held.has(w.kid) && w.activatedAt <= at && (w.retiredAt === null || at <= w.retiredAt))
+  const w = state.windows.find((w) => validAt(state, w, at))
   return w === undefined ? undefined : state.held.get(w.kid)
 }
+
+/** Every held key whose window contains `at`, newest activation first. */
+const keysAt = (state: KeyState, at: string): ReadonlyArray<HeldKey> =>
+  state.windows.flatMap((w) => (validAt(state, w, at) ? [state.held.get(w.kid)!] : []))
 
 const byKid = (keys: ReadonlyArray<HeldKey>): ReadonlyMap<string, HeldKey> => new Map(keys.map((k) => [k.kid, k]))
 
@@ -76,9 +86,10 @@ const ensureUnretired = (role: KeyRole, state: KeyState) =>
 /**
  * The keys of `role` at start: those the custody holds that the table lacks are registered
  * (from their file's time), a key superseded by a newer one it holds is retired at the newer
- * one's activation plus the overlap, and without an unretired key one is generated.
+ * one's activation plus the overlap (unless `certified`: the TSA keys of an operator's
+ * chain, which the authority retires), and without an unretired key one is generated.
  */
-const prepareRole = (role: KeyRole) =>
+const prepareRole = (role: KeyRole, certified: boolean) =>
   Effect.gen(function*() {
     const custody = yield* KeyCustody
     const now = formatMillis(yield* Clock.currentTimeMillis)
@@ -88,7 +99,7 @@ const prepareRole = (role: KeyRole) =>
       if (!known.has(k.kid)) yield* registerKey(role, k.jwk, k.createdAt ?? now, k.createdAt ?? now)
     }
     const mine = (yield* keyWindows(role)).filter((w) => held.some((k) => k.kid === w.kid))
-    for (const [newer, older] of mine.slice(0, -1).map((w, i) => [w, mine[i + 1]!] as const)) {
+    for (const [newer, older] of certified ? [] : mine.slice(0, -1).map((w, i) => [w, mine[i + 1]!] as const)) {
       if (older.retiredAt === null) yield* retireKeys([older.kid], overlapEnd(newer.activatedAt))
     }
     const windows = yield* keyWindows(role)
@@ -97,20 +108,29 @@ const prepareRole = (role: KeyRole) =>
 
 const overlapEnd = (activatedAt: string): string => formatMillis(Date.parse(activatedAt.slice(0, 23) + "Z") + Duration.toMillis(ROTATION_OVERLAP))
 
+/** Whether the keys of `role` are certified by the operator's chain (ATTESTD_TSA_CERT_CHAIN): the authority retires them. */
+const certifiedByChain = (role: KeyRole, config: AppConfigShape): boolean =>
+  role === "tsa" && Option.isSome(config.timestamping.certChainFile)
+
 /**
  * `attestd signing-keys rotate`: a new key of `role` in custody, active now; the keys of
- * `role` the custody held before retire after the overlap. Returns the new key and its
+ * `role` the custody held before retire after the overlap. Except for a TSA key certified
+ * by the operator's chain: that one signs on until the chain certifies the new key (which
+ * the CA has yet to do), so the authority retires it then. Returns the new key and its
  * activation time.
  */
 export const rotateKey = (role: KeyRole) =>
   Effect.gen(function*() {
     const custody = yield* KeyCustody
+    const config = yield* AppConfig
     const before = yield* custody.held(role)
     const millis = yield* Clock.currentTimeMillis
     const made = yield* custody.generate(role, millis)
     const activatedAt = formatMillis(millis)
     yield* registerKey(role, made.jwk, activatedAt, activatedAt)
-    yield* retireKeys(before.map((k) => k.kid).filter((kid) => kid !== made.kid), overlapEnd(activatedAt))
+    if (!certifiedByChain(role, config)) {
+      yield* retireKeys(before.map((k) => k.kid).filter((kid) => kid !== made.kid), overlapEnd(activatedAt))
+    }
     return { kid: made.kid, activated_at: activatedAt, jwk: made.jwk }
   })
 
@@ -162,6 +182,20 @@ const refreshRole = (role: KeyRole, state: Ref.Ref<KeyState>) =>
     yield* Ref.set(state, yield* ensureUnretired(role, { windows, held, looked: fresh ? new Set(windows.map((w) => w.kid)) : current.looked }))
   })
 
+/** The TSA's keys, for the authority that chooses among them (present when timestamping is on). */
+export interface TsaKeys {
+  /** The held TSA keys whose window contains now, newest activation first. */
+  readonly validNow: Effect.Effect<ReadonlyArray<HeldKey>>
+  /** Reads the table and (for a key it names for the first time) the custody again now, not at the next poll. */
+  readonly refresh: Effect.Effect<void, SqlError.SqlError | KeyCustodyError>
+  /**
+   * `kid` now signs tokens in place of the older held TSA keys: their windows end now plus
+   * ROTATION_OVERLAP (keys already retired keep their time, so every instance may say it).
+   * Returns the windows of the keys it found unretired, as they are now.
+   */
+  readonly supersede: (kid: string) => Effect.Effect<ReadonlyArray<KeyWindow>, SqlError.SqlError | KeyCustodyError>
+}
+
 export interface Signed {
   readonly kid: string
   /** Base64 DER, low-S. */
@@ -173,12 +207,14 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
     const custody = yield* KeyCustody
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    const state = yield* Ref.make(yield* prepareRole("t0"))
-    const tsaState = config.timestamping.enabled ? Option.some(yield* Ref.make(yield* prepareRole("tsa"))) : Option.none()
+    const state = yield* Ref.make(yield* prepareRole("t0", false))
+    const tsaState = config.timestamping.enabled
+      ? Option.some(yield* Ref.make(yield* prepareRole("tsa", certifiedByChain("tsa", config))))
+      : Option.none()
 
-    const refresh = Effect.all([refreshRole("t0", state), ...Option.toArray(Option.map(tsaState, (s) => refreshRole("tsa", s)))]).pipe(
-      Effect.provideService(SqlClient.SqlClient, sql),
-      Effect.provideService(KeyCustody, custody),
+    const withStore = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient | KeyCustody>) =>
+      effect.pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.provideService(KeyCustody, custody))
+    const refresh = withStore(Effect.all([refreshRole("t0", state), ...Option.toArray(Option.map(tsaState, (s) => refreshRole("tsa", s)))])).pipe(
       Effect.catchAll((e) => Effect.logWarning(`signing keys: cannot refresh: ${"message" in e ? e.message : String(e)}`))
     )
     yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(config.signingKeyPoll)).pipe(Effect.delay(config.signingKeyPoll)))
@@ -187,9 +223,20 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(s), (st) => keyFor(st, formatMillis(now))))
     const current = keyNow(state)
 
-    const tsa = Option.map(tsaState, (s) =>
-      Effect.flatMap(keyNow(s), (key): Effect.Effect<HeldKey, ServiceUnavailable> =>
-        key === undefined ? Effect.fail(new ServiceUnavailable({ message: "no time-stamping key is valid now" })) : Effect.succeed(key)))
+    const tsa = Option.map(tsaState, (s): TsaKeys => ({
+      validNow: Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(Ref.get(s), (st) => keysAt(st, formatMillis(now)))),
+      refresh: withStore(refreshRole("tsa", s)),
+      supersede: (kid) =>
+        withStore(Effect.gen(function*() {
+          const st = yield* Ref.get(s)
+          const index = st.windows.findIndex((w) => w.kid === kid)
+          const older = index < 0 ? [] : st.windows.slice(index + 1).filter((w) => st.held.has(w.kid) && w.retiredAt === null).map((w) => w.kid)
+          if (older.length === 0) return []
+          yield* retireKeys(older, formatMillis((yield* Clock.currentTimeMillis) + Duration.toMillis(ROTATION_OVERLAP)))
+          yield* refreshRole("tsa", s)
+          return (yield* Ref.get(s)).windows.filter((w) => older.includes(w.kid))
+        }))
+    }))
 
     return {
       custody: custody.kind,
@@ -208,10 +255,7 @@ export class Signer extends Effect.Service<Signer>()("Platform/Signer", {
           if (key === undefined) return Effect.fail(new ServiceUnavailable({ message: `no signing key is valid at ${at}` }))
           return Effect.map(key.sign(new TextEncoder().encode(payload)), (der) => ({ kid: key.kid, signature: Buffer.from(der).toString("base64") }))
         }),
-      /**
-       * The time-stamping authority's key valid now (a rotation reaches it within one poll;
-       * keySignerOf shows it as a KeySigner); present when timestamping is on.
-       */
+      /** The time-stamping authority's keys (a rotation reaches them within one poll); present when timestamping is on. */
       tsa,
       /** `ok` when a key is valid now and its custody answers. */
       health: Effect.map(Effect.zip(current, custody.healthy), ([k, healthy]) => (k !== undefined && healthy ? "ok" as const : "unhealthy" as const))

@@ -3,13 +3,13 @@
  * answered with a DER TimeStampResp, granted or refused, never with an error:
  * refusals are `rejection`s whose failInfo and statusString are all an RFC
  * 3161 client shows its user. A granted token is signed by the TSA key
- * through the Signer port, and registered before it is handed out: the
- * SHA-256 of the whole token (and a SHA-256 imprint itself) is attested
- * through the Attestor, as POST /v1/attest does, so it seals into T1 and T2;
- * the token is stored by its serial. Issuing stops with `timeNotAvailable`
+ * (which one, under which chain: TsaSigning.ts) through the Signer port, and
+ * registered before it is handed out: the SHA-256 of the whole token (and a
+ * SHA-256 imprint itself) is attested through the Attestor, as POST /v1/attest
+ * does, so it seals into T1 and T2; the token is stored by its serial. Issuing stops with `timeNotAvailable`
  * while the clock discipline does not trust the clock.
  */
-import { Cause, Clock, Context, Effect, Layer, Option, SynchronizedRef } from "effect"
+import { Cause, Clock, Context, Effect, Layer, Option } from "effect"
 import { createHash } from "node:crypto"
 import * as asn1js from "asn1js"
 import { Attestor } from "../Attestations/Attestor.js"
@@ -19,8 +19,7 @@ import { NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
 import { HealthChecks } from "../Platform/HealthChecks.js"
 import * as Metrics from "../Platform/Metrics.js"
-import type { HeldKey } from "../Platform/Keys/Custody.js"
-import { keySignerOf, Signer } from "../Platform/Signer.js"
+import { Signer } from "../Platform/Signer.js"
 import { OID } from "../Platform/Tsa/Rfc3161.js"
 import {
   checkTimeStampRequest,
@@ -35,9 +34,9 @@ import {
   SIGNATURE_OID,
   type TimeStampRequestFields
 } from "../Platform/Tsa/TokenIssuer.js"
-import { loadTsaChain } from "./Certificates.js"
 import { ClockDiscipline, issuable } from "./Clock.js"
 import { TimestampRepo } from "./Repo.js"
+import { tsaSigning } from "./TsaSigning.js"
 
 /** The imprint algorithms by the names of the JSON form and the lookup. */
 export const HASH_ALGORITHMS = { sha256: OID.sha256, sha384: OID.sha384, sha512: OID.sha512 } as const
@@ -86,7 +85,7 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
     certificateChain: Effect.fail(disabled)
   })
 
-  static readonly layer = Layer.effect(
+  static readonly layer = Layer.scoped(
     TimestampAuthority,
     Effect.gen(function*() {
       const config = yield* AppConfig
@@ -94,20 +93,11 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
       const clock = yield* ClockDiscipline
       const attestor = yield* Attestor
       const repo = yield* TimestampRepo
-      const keyNow = yield* Option.match(signer.tsa, {
+      const keys = yield* Option.match(signer.tsa, {
         onNone: () => Effect.dieMessage("time-stamping is on but the signer holds no TSA key"),
         onSome: Effect.succeed
       })
-      const withChain = (held: HeldKey) => {
-        const key = keySignerOf(held)
-        return Effect.map(loadTsaChain(config, key), (chain) => ({ key, chain }))
-      }
-      // The key valid now, as a KeySigner, and its chain: made (demo: the chain too) again only when a rotation changes the key.
-      const signing = yield* SynchronizedRef.make(yield* Effect.orDie(Effect.flatMap(keyNow, withChain)))
-      const signingNow = Effect.flatMap(keyNow, (key) =>
-        Effect.flatMap(SynchronizedRef.get(signing), (held) =>
-          held.key.kid === key.kid ? Effect.succeed(held) : SynchronizedRef.modifyEffect(signing, (again) =>
-            again.key.kid === key.kid ? Effect.succeed([again, again] as const) : Effect.map(withChain(key), (next) => [next, next] as const))))
+      const signing = yield* tsaSigning(config, keys)
       yield* (yield* HealthChecks).register({ features: ["rfc3161_timestamping"] })
       const policy: IssuingPolicy = {
         algorithms: IMPRINT_LENGTHS,
@@ -123,7 +113,7 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
       /** Issues, registers and stores a token; its granted response. */
       const grant = (req: TimeStampRequestFields, grantedPolicy: string, caller: ApiKey | null) =>
         Effect.gen(function*() {
-          const { key, chain } = yield* signingNow
+          const { key, chain } = yield* signing.now
           for (let attempt = 1; attempt <= SERIAL_ATTEMPTS; attempt++) {
             const serial = randomSerial()
             const genTime = new Date(yield* Clock.currentTimeMillis)
@@ -196,8 +186,8 @@ export class TimestampAuthority extends Context.Tag("Timestamping/TimestampAutho
           return yield* Effect.catchAllCause(grant(req, checked.policy, caller), systemFailure)
         })
 
-      // A chain that cannot be loaded for a new key (an operator's file not yet renewed) leaves the last one published.
-      const certificateChain = Effect.map(Effect.orElse(signingNow, () => SynchronizedRef.get(signing)), (s) => s.chain.pem)
+      // While nothing can sign (an operator's chain that certifies no key held), the last chain stays published.
+      const certificateChain = Effect.map(signing.published, (s) => s.chain.pem)
       return { respond, certificateChain }
     })
   )

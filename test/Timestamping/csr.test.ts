@@ -116,7 +116,7 @@ describe("signing-keys csr --tsa", () => {
     expectTsaRequest(r.stdout.trim(), db.dataDir, jsonOf(created.stdout).jwk.x)
   })
 
-  it("refuses without --tsa, with a subject it cannot encode, without a subject or a chain to take it from, and for a key it does not hold", async () => {
+  it("refuses without --tsa, with a subject it cannot encode, without a subject or a chain to take it from, for a key it does not hold; rotate makes no key it cannot ask for", async () => {
     const db = await database()
     const env = { DATABASE_URL: db.url, ATTESTD_DATA_DIR: db.dataDir }
     expect(await cliInProcess(["signing-keys", "csr", "--subject", SUBJECT], env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/needs --tsa/) })
@@ -133,6 +133,15 @@ describe("signing-keys csr --tsa", () => {
       code: 1,
       stderr: expect.stringMatching(/no TSA key nope in/)
     })
+    // rotate in production: no key is made that the CA cannot be asked to certify
+    const production = { ...env, ATTESTD_TSA_CERT_CHAIN: join(db.dataDir, "missing-chain.pem") }
+    expect(await cliInProcess(["signing-keys", "rotate", "--tsa"], production)).toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/--subject is needed: the TSA's name cannot be taken from its chain \(ATTESTD_TSA_CERT_CHAIN .*missing-chain.pem: cannot read it/)
+    })
+    expect(await cliInProcess(["signing-keys", "rotate", "--subject", SUBJECT], production)).toMatchObject({ code: 2, stderr: expect.stringMatching(/it needs --tsa/) })
+    expect(await cliInProcess(["signing-keys", "rotate", "--tsa", "--subject", SUBJECT], env)).toMatchObject({ code: 2, stderr: expect.stringMatching(/it needs --tsa and ATTESTD_TSA_CERT_CHAIN/) })
+    expect((await cliInProcess(["signing-keys", "csr", "--tsa", "--subject", SUBJECT], env)).code).toBe(1)
   })
 
   it.skipIf(!softhsmAvailable())("a key in a SoftHSM2 token: the token signs the request (the built CLI, as an operator runs it)", async () => {

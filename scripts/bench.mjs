@@ -371,26 +371,29 @@ const softToken = () => {
 
 /**
  * Signatures per second of one key of each custody, as the Signer calls it (an Effect per
- * signature: SHA-256 and ECDSA, DER, low-S), one at a time and SESSIONS at a time; and the
- * binding alone (C_SignInit + C_Sign, synchronous), to show what the pool and Effect add.
+ * signature: SHA-256 and ECDSA, DER, low-S), with 1, 4 and 16 in flight (the token's signing
+ * threads: ATTESTD_PKCS11_WORKERS, default 2); and the binding alone (C_SignInit + C_Sign,
+ * synchronous, on the event loop), to show what the threads and Effect add.
  */
 const signatureRates = async (token, seconds) => {
   const { Effect, ManagedRuntime, Option } = await import("effect")
   const { KeyCustody } = await import("../dist/Platform/Keys/Custody.js")
   const { layerFileKeys } = await import("../dist/Platform/Keys/FileKeys.js")
-  const { layerPkcs11Keys, SESSIONS } = await import("../dist/Platform/Keys/Pkcs11Keys.js")
+  const { layerPkcs11Keys } = await import("../dist/Platform/Keys/Pkcs11Keys.js")
+  const { DEFAULT_PKCS11_WORKERS } = await import("../dist/Platform/Config.js")
   process.env.SOFTHSM2_CONF = token.env.SOFTHSM2_CONF
+  const workers = Number(process.env.ATTESTD_PKCS11_WORKERS ?? DEFAULT_PKCS11_WORKERS)
   const message = new TextEncoder().encode(`2.0.0|${randomHashHex()}|2026-01-01T00:00:00.000000+00:00`)
   const custodies = {
     "node:crypto": layerFileKeys(join(token.dir, "files"), Option.none()),
-    pkcs11: layerPkcs11Keys({ module: SOFTHSM_MODULE, token: "bench", pinFile: token.env.ATTESTD_PKCS11_PIN_FILE })
+    [`pkcs11, ${workers} threads`]: layerPkcs11Keys({ module: SOFTHSM_MODULE, token: "bench", pinFile: token.env.ATTESTD_PKCS11_PIN_FILE, workers })
   }
   const out = []
   for (const [name, layer] of Object.entries(custodies)) {
     const runtime = ManagedRuntime.make(layer)
     try {
       const key = await runtime.runPromise(Effect.flatMap(KeyCustody, (c) => c.generate("t0", Date.now())))
-      for (const concurrency of [1, SESSIONS]) {
+      for (const concurrency of [1, 4, 16]) {
         const batch = Effect.forEach(Array.from({ length: 200 }), () => key.sign(message), { concurrency, discard: true })
         await runtime.runPromise(batch) // warm-up
         let n = 0

@@ -48,6 +48,7 @@ const SETTINGS = {
   "pkcs11-module": ["ATTESTD_PKCS11_MODULE", "the PKCS#11 module's shared library (signer pkcs11)"],
   "pkcs11-token": ["ATTESTD_PKCS11_TOKEN", "the PKCS#11 token's label (signer pkcs11)"],
   "pkcs11-pin-file": ["ATTESTD_PKCS11_PIN_FILE", "file holding the token's user PIN (signer pkcs11)"],
+  "pkcs11-workers": ["ATTESTD_PKCS11_WORKERS", "threads that sign with the token, 1..64 (signer pkcs11, default 2)"],
   "demo-confirm-delay": ["ATTESTD_DEMO_CONFIRM_DELAY", "demo calendar: delay before a simulated Bitcoin confirmation (default 60s)"],
   "trust-proxy": ["ATTESTD_TRUST_PROXY", "trusted proxy hops (a number) or the proxies' CIDRs, for X-Forwarded-For"],
   "public-rate-limit": ["ATTESTD_PUBLIC_RATE_LIMIT", "requests per minute per client address on public endpoints; 0 = off"],

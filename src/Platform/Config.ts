@@ -134,7 +134,14 @@ const originOf = (text: string): string | undefined => {
  */
 export type SignerSettings =
   | { readonly _tag: "file"; readonly passphraseFile: Option.Option<string> }
-  | { readonly _tag: "pkcs11"; readonly module: string; readonly token: string; readonly pinFile: string }
+  | {
+    readonly _tag: "pkcs11"
+    readonly module: string
+    readonly token: string
+    readonly pinFile: string
+    /** ATTESTD_PKCS11_WORKERS: threads that sign with the token (default 2). */
+    readonly workers: number
+  }
 
 export interface AppConfigShape {
   readonly port: number
@@ -283,12 +290,22 @@ const count = (name: string, fallback: number) =>
     Config.validate({ message: `${name} must be 0 or a positive integer`, validation: (n) => n >= 0 })
   )
 
+/**
+ * Threads that sign with a PKCS#11 token: two keep SoftHSM2 on two cores near node:crypto's
+ * signatures per second; a network HSM that answers several requests at once may use more.
+ */
+export const DEFAULT_PKCS11_WORKERS = 2
+
 const signerSettings: Config.Config<SignerSettings> = Config.all({
   kind: Config.literal("file", "pkcs11")("ATTESTD_SIGNER").pipe(Config.withDefault("file" as const)),
   passphraseFile: Config.option(Config.string("ATTESTD_KEY_PASSPHRASE_FILE")),
   module: Config.option(Config.string("ATTESTD_PKCS11_MODULE")),
   token: Config.option(Config.string("ATTESTD_PKCS11_TOKEN")),
-  pinFile: Config.option(Config.string("ATTESTD_PKCS11_PIN_FILE"))
+  pinFile: Config.option(Config.string("ATTESTD_PKCS11_PIN_FILE")),
+  workers: Config.integer("ATTESTD_PKCS11_WORKERS").pipe(
+    Config.withDefault(DEFAULT_PKCS11_WORKERS),
+    Config.validate({ message: "ATTESTD_PKCS11_WORKERS must be 1..64", validation: (n) => n >= 1 && n <= 64 })
+  )
 }).pipe(
   Config.mapOrFail((s): Either.Either<SignerSettings, ConfigError.ConfigError> => {
     if (s.kind === "file") return Either.right({ _tag: "file", passphraseFile: s.passphraseFile })
@@ -307,7 +324,7 @@ const signerSettings: Config.Config<SignerSettings> = Config.all({
         `ATTESTD_SIGNER=pkcs11 needs ${missing.join(", ")} (the module's .so, the token label, a file holding the user PIN)`
       ))
     }
-    return Either.right({ _tag: "pkcs11", module: s.module.value, token: s.token.value, pinFile: s.pinFile.value })
+    return Either.right({ _tag: "pkcs11", module: s.module.value, token: s.token.value, pinFile: s.pinFile.value, workers: s.workers })
   })
 )
 

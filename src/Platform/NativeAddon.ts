@@ -105,29 +105,33 @@ export const loadNativeAddon = (source: NativeAddonSource): unknown => {
 declare const __ATTESTD_SQLITE_ADDON_SHA256__: string | undefined
 declare const __ATTESTD_PKCS11_ADDON_SHA256__: string | undefined
 
-/** An addon embedded as the SEA asset `<name>.node`, checked against the hash the build recorded. */
-const seaBinding = (name: string, sha256: string | undefined, what: string): unknown => {
+/** The addon embedded as the SEA asset `<name>.node`, to be checked against the hash the build recorded. */
+const seaSource = (name: string, sha256: string | undefined, what: string): NativeAddonSource => {
   if (sha256 === undefined) throw new NativeAddonError(`this executable was built without the SHA-256 of its ${what} addon`)
-  return loadNativeAddon({
+  return {
     name,
     sha256,
     bytes: () => new Uint8Array(getAsset(`${name}.node`)),
     baseDir: tmpdir(),
     uid: process.getuid?.()
-  })
+  }
 }
+
+const pkcs11Sha256 = (): string | undefined => typeof __ATTESTD_PKCS11_ADDON_SHA256__ === "string" ? __ATTESTD_PKCS11_ADDON_SHA256__ : undefined
 
 /**
  * better-sqlite3's binding in the single executable: scripts/bundle.mjs --sea makes every
  * Database call this (its `nativeBinding` option) and defines the build-time hash.
  */
 export const seaSqliteBinding = (): unknown =>
-  seaBinding("better_sqlite3", typeof __ATTESTD_SQLITE_ADDON_SHA256__ === "string" ? __ATTESTD_SQLITE_ADDON_SHA256__ : undefined, "SQLite")
+  loadNativeAddon(seaSource("better_sqlite3", typeof __ATTESTD_SQLITE_ADDON_SHA256__ === "string" ? __ATTESTD_SQLITE_ADDON_SHA256__ : undefined, "SQLite"))
 
 /**
  * pkcs11js's binding in the single executable: scripts/bundle.mjs --sea makes pkcs11js
  * load this in place of its `build/Release/pkcs11.node`, only when the PKCS#11 signer
  * is configured (the module is imported then).
  */
-export const seaPkcs11Binding = (): unknown =>
-  seaBinding("pkcs11", typeof __ATTESTD_PKCS11_ADDON_SHA256__ === "string" ? __ATTESTD_PKCS11_ADDON_SHA256__ : undefined, "PKCS#11")
+export const seaPkcs11Binding = (): unknown => loadNativeAddon(seaSource("pkcs11", pkcs11Sha256(), "PKCS#11"))
+
+/** The checked file of pkcs11js's addon in the single executable, for the signing threads to load (Keys/Pkcs11Threads.ts). */
+export const seaPkcs11AddonFile = (): string => extractNativeAddon(seaSource("pkcs11", pkcs11Sha256(), "PKCS#11"))

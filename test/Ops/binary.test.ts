@@ -6,7 +6,7 @@
  * loaded only from the user's own directory and only with the SHA-256 recorded
  * at build time (issue 42): a planted file or a world-writable directory is
  * refused, with a non-zero exit. It signs through a PKCS#11 token as well: pkcs11js's
- * addon is embedded and checked the same way.
+ * addon is embedded and checked the same way, and its signing threads load that file.
  */
 import { execFile, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -137,7 +137,7 @@ describe("single executable", () => {
     expect(open.stdout + open.stderr).toMatch(/refusing to load the native library: .*has mode 0777, not 0700/)
   }, 120_000)
 
-  it.skipIf(!softhsmAvailable())("generates a key in a PKCS#11 token through its embedded, checked pkcs11js addon", async () => {
+  it.skipIf(!softhsmAvailable())("generates a key in a PKCS#11 token through its embedded, checked pkcs11js addon, and signs with it in threads", async () => {
     const require = createRequire(import.meta.url)
     const addon = join(dirname(require.resolve("pkcs11js/package.json")), "build", "Release", "pkcs11.node")
     const prefix = createHash("sha256").update(readFileSync(addon)).digest("hex").slice(0, 16)
@@ -153,5 +153,34 @@ describe("single executable", () => {
     const { kid } = JSON.parse(created.stdout.trim().split("\n").pop()!) as { kid: string }
     expect(token.listObjects()).toContain(`attestd-t0-${kid}`)
     expect(readFileSync(join(dir, `attestd-native-${process.getuid?.() ?? 0}`, `pkcs11-${prefix}.node`)).equals(readFileSync(addon))).toBe(true)
+
+    // signatures are made in worker threads, which load the same checked addon file
+    const keyed = await run(exe, ["keys", "create", "--label", "exe-pkcs11"], { cwd: dir, env })
+    expect(keyed.code, keyed.stderr).toBe(0)
+    const apiKey = (JSON.parse(keyed.stdout.trim().split("\n").pop()!) as { key: string }).key
+    const serving = { ...env, PORT: String(await freePort()), HOST: "127.0.0.1" }
+    const server = spawn(exe, ["serve"], { cwd: dir, env: serving, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    server.stdout.on("data", (c: Buffer) => (output += c.toString()))
+    server.stderr.on("data", (c: Buffer) => (output += c.toString()))
+    const exited = new Promise<number | null>((r) => server.once("exit", (code) => r(code)))
+    cleanup.push(() => server.kill("SIGKILL"))
+    const url = `http://127.0.0.1:${serving.PORT}`
+    let health = 0
+    for (let i = 0; i < 300 && health !== 200; i++) {
+      health = await fetch(`${url}/v1/healthz`).then((r) => r.status, () => 0)
+      if (health !== 200) await sleep(100)
+    }
+    expect(health, output).toBe(200)
+    const attested = await Promise.all(Array.from({ length: 20 }, () =>
+      fetch(`${url}/v1/attest`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
+        body: JSON.stringify({ hash_hex: randomHex32() })
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as { signing_key_id?: string } }))))
+    expect(attested.map((a) => a.status), output).toEqual(attested.map(() => 201))
+    expect(new Set(attested.map((a) => a.body.signing_key_id))).toEqual(new Set([kid]))
+    server.kill("SIGTERM")
+    expect(await exited, output).toBe(0)
   }, 120_000)
 })

@@ -7,21 +7,34 @@
  * or not sensitive is not used.
  *
  * The module is loaded once; a connection is C_Initialize, the token's slot found by
- * label, SESSIONS sessions opened and logged in with the PIN of ATTESTD_PKCS11_PIN_FILE,
- * and the keys' handles. A semaphore of SESSIONS permits hands out one session per
- * operation; a token error marks the connection broken, and the next operation takes
- * every permit, finalizes the module and connects again (at most once a second while
- * the token stays away), since a token that went away invalidates every session and
- * handle, and some modules (SoftHSM among them) find it again only after C_Initialize.
- * While the token is away, operations fail with the reason and the health check says so.
+ * label, a session per signing thread and MAIN_SESSIONS more opened and logged in with
+ * the PIN of ATTESTD_PKCS11_PIN_FILE, and the keys' handles. A semaphore with a permit
+ * per session hands out one session per operation. Signatures run in worker threads
+ * (ATTESTD_PKCS11_WORKERS, Pkcs11Threads.ts), never on the event loop, since C_Sign waits
+ * for the token: the signatures asked for in one turn of the event loop are one batch
+ * (Batcher.ts), split in equal shares, one message to each thread with a session and the
+ * keys' handles; a thread signs its share one after the other and answers the raw r‖s,
+ * made low-S DER here. Finding and generating keys and the health check run on the main
+ * thread.
+ *
+ * A token error (or a signing thread that stops or does not answer) marks the connection
+ * broken, and the next operation takes every permit, finalizes the module and connects
+ * again (at most once a second while the token stays away), since a token that went away
+ * invalidates every session and handle, and some modules (SoftHSM among them) find it
+ * again only after C_Initialize. While the token is away, operations fail with the reason
+ * and the health check says so.
  */
-import { Clock, Effect, Either, Layer, SynchronizedRef } from "effect"
+import { Clock, Duration, Effect, Either, Layer, SynchronizedRef } from "effect"
 import { createHash, createPublicKey, randomUUID } from "node:crypto"
+import { createRequire } from "node:module"
+import type { Worker } from "node:worker_threads"
 import * as asn1js from "asn1js"
 import { ServiceUnavailable } from "../../Domain/Errors.js"
 import { compactToLowSDer, jwkThumbprint, type PublicJwk } from "../../Domain/T0.js"
+import { makeBatcher } from "../Batcher.js"
 import { readSecretFile } from "../PrivateFiles.js"
 import { type HeldKey, KeyCustody, KeyCustodyError, type KeyRole } from "./Custody.js"
+import { makeSigningThreads, type SigningThreadData } from "./Pkcs11Threads.js"
 
 type Binding = typeof import("pkcs11js")
 type Pkcs11 = InstanceType<Binding["PKCS11"]>
@@ -34,10 +47,16 @@ export interface Pkcs11Settings {
   readonly token: string
   /** A file holding the user PIN. */
   readonly pinFile: string
+  /** Threads that sign (ATTESTD_PKCS11_WORKERS), each with a session of its own while it signs. */
+  readonly workers: number
 }
 
-/** Sessions kept open: operations in flight at once (pkcs11js runs async calls on libuv's 4 threads). */
-export const SESSIONS = 4
+/** Sessions beside the signing threads' ones, for finding and generating keys and the health check. */
+const MAIN_SESSIONS = 2
+/** Signatures sent to a thread in one message at most: ~3 ms of SoftHSM's work. */
+const MAX_BATCH = 64
+/** A batch the token has not answered after this fails, and its thread is replaced. */
+const BATCH_TIMEOUT = Duration.seconds(10)
 /** Least time between two attempts to reach a token that is away. */
 const RECONNECT_EVERY_MS = 1000
 const P256_OID = "1.2.840.10045.3.1.7"
@@ -50,6 +69,18 @@ export const keyLabel = (role: KeyRole, kid: string): string => `attestd-${role}
 /** pkcs11js is CommonJS: its exports are the default export of a dynamic import (and of esbuild's bundle). */
 const loadBinding = (): Promise<Binding> =>
   import("pkcs11js").then((m) => ((m as { default?: Binding }).default ?? m) as Binding)
+
+declare const __ATTESTD_PKCS11_ADDON_SHA256__: string | undefined
+
+/**
+ * The file of pkcs11js's native addon, which each signing thread loads: in the single
+ * executable (scripts/bundle.mjs --sea defines the addon's hash) the copy NativeAddon.ts
+ * wrote out and checked, as the main thread's binding; elsewhere the package's own build.
+ */
+const addonFile = (): Promise<string> =>
+  typeof __ATTESTD_PKCS11_ADDON_SHA256__ === "string"
+    ? import("../NativeAddon.js").then((m) => m.seaPkcs11AddonFile())
+    : Promise.resolve(createRequire(import.meta.url).resolve("pkcs11js/build/Release/pkcs11.node"))
 
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
@@ -94,7 +125,17 @@ type State =
   | { readonly _tag: "up"; readonly conn: Connection }
   | { readonly _tag: "down"; readonly reason: string; readonly atMillis: number }
 
-export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
+/** A signature asked of a signing thread. */
+interface SignRequest {
+  readonly key: TokenKey
+  readonly digest: Buffer
+}
+
+/**
+ * The custody of `settings`' token. `spawn` starts a signing thread (Pkcs11Threads.ts): tests
+ * pass one that keeps the Worker, to stop it under a batch.
+ */
+export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: SigningThreadData) => Worker) =>
   Layer.scoped(
     KeyCustody,
     Effect.gen(function*() {
@@ -110,6 +151,11 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         catch: (e) => custodyError(`cannot load the PKCS#11 module ${settings.module}: ${messageOf(e)}`)
       })
       const where = `token "${settings.token}" of ${settings.module}`
+      const addon = yield* Effect.tryPromise({
+        try: addonFile,
+        catch: (e) => custodyError(`cannot find the PKCS#11 binding's native addon (pkcs11js): ${messageOf(e)}`)
+      })
+      const sessions = settings.workers + MAIN_SESSIONS
 
       const findAll = (session: Handle, template: Array<{ type: number; value: number | boolean | Buffer }>): Array<Handle> => {
         pk.C_FindObjectsInit(session, template)
@@ -170,7 +216,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         }
       }
 
-      /** C_Initialize, the token's slot, SESSIONS logged-in sessions, the keys: a connection, or an Error saying why not. */
+      /** C_Initialize, the token's slot, `sessions` logged-in sessions, the keys: a connection, or an Error saying why not. */
       const connect = (): { readonly conn: Connection; readonly notes: Array<string> } => {
         pk.C_Initialize({ flags: binding.CKF_OS_LOCKING_OK })
         try {
@@ -180,7 +226,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
             throw new Error(`no token labelled "${settings.token}" in ${settings.module} (tokens present: ${labels.map((l) => JSON.stringify(l.label)).join(", ") || "none"})`)
           }
           const free: Array<Handle> = []
-          for (let i = 0; i < SESSIONS; i++) free.push(pk.C_OpenSession(slot, binding.CKF_SERIAL_SESSION | binding.CKF_RW_SESSION))
+          for (let i = 0; i < sessions; i++) free.push(pk.C_OpenSession(slot, binding.CKF_SERIAL_SESSION | binding.CKF_RW_SESSION))
           login(free[0]!)
           const { keys, notes } = findKeys(free[0]!)
           return { conn: { slot, free, keys, broken: false }, notes }
@@ -198,7 +244,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         }
       }
 
-      const permits = yield* Effect.makeSemaphore(SESSIONS)
+      const permits = yield* Effect.makeSemaphore(sessions)
       const state = yield* SynchronizedRef.make<State>({ _tag: "down", reason: "not connected yet", atMillis: Number.NEGATIVE_INFINITY })
 
       /** Connects when there is no working connection (every permit held: no operation is in flight). */
@@ -219,10 +265,13 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         })))
 
       const ensureUp: Effect.Effect<void, string> = Effect.flatMap(SynchronizedRef.get(state), (s) =>
-        s._tag === "up" && !s.conn.broken ? Effect.void : permits.withPermits(SESSIONS)(reconnect))
+        s._tag === "up" && !s.conn.broken ? Effect.void : permits.withPermits(sessions)(reconnect))
 
-      /** Runs `use` on a session of a working connection; a failure marks the connection broken. */
-      const withSession = <A>(use: (conn: Connection, session: Handle) => A | Promise<A>): Effect.Effect<A, string> =>
+      /**
+       * Runs `use` on a session of a working connection; a failure marks the connection broken.
+       * The session is given back only when `use` is over (not when its caller is interrupted).
+       */
+      const withSession = <A>(use: (conn: Connection, session: Handle) => Effect.Effect<A, string>): Effect.Effect<A, string> =>
         Effect.zipRight(
           ensureUp,
           permits.withPermits(1)(Effect.flatMap(SynchronizedRef.get(state), (s) => {
@@ -230,17 +279,85 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
             if (s.conn.broken) return Effect.fail("the connection to the token was lost")
             const conn = s.conn
             const session = conn.free.pop()!
-            return Effect.tryPromise({
-              try: async () => use(conn, session),
-              catch: (e) => {
-                conn.broken = true
-                return messageOf(e)
-              }
-            }).pipe(Effect.ensuring(Effect.sync(() => conn.free.push(session))), Effect.uninterruptible)
+            return use(conn, session).pipe(
+              Effect.tapError(() => Effect.sync(() => (conn.broken = true))),
+              Effect.ensuring(Effect.sync(() => conn.free.push(session))),
+              Effect.uninterruptible
+            )
           }))
         )
 
+      /** `withSession` for synchronous calls of the binding on the main thread. */
+      const onSession = <A>(use: (conn: Connection, session: Handle) => A): Effect.Effect<A, string> =>
+        withSession((conn, session) => Effect.try({ try: () => use(conn, session), catch: messageOf }))
+
       const unavailable = (reason: string) => new ServiceUnavailable({ message: `the PKCS#11 token cannot sign: ${reason}` })
+
+      // Added before the threads and the batcher are made, so it runs after theirs: every thread has stopped when the module is finalized.
+      yield* Effect.addFinalizer(() =>
+        permits.withPermits(sessions)(Effect.sync(() => {
+          finalize()
+          try {
+            pk.close()
+          } catch {
+            // unloading is best effort at exit
+          }
+        }))
+      )
+      // The first connection is made now: a token that is not there, or a wrong PIN, stops the start.
+      yield* Effect.mapError(ensureUp, (reason) => custodyError(`PKCS#11: ${where}: ${reason}`))
+      const threads = yield* makeSigningThreads({ data: { addon, module: settings.module }, size: settings.workers, timeout: BATCH_TIMEOUT, spawn }).pipe(
+        Effect.mapError(custodyError)
+      )
+
+      /**
+       * One thread's share of a batch: each request's key handle from the connection now (a
+       * reconnect may have changed it), an outcome per request. Never fails: requests that
+       * cannot be signed are answered with the reason, since signing them again one by one
+       * would meet the same token.
+       */
+      const signOnThread = (requests: ReadonlyArray<SignRequest>): Effect.Effect<ReadonlyArray<Either.Either<Uint8Array, string>>> =>
+        withSession((conn, session) => {
+          const handles = requests.map((r) => conn.keys.get(r.key.kid)?.handle)
+          const items = requests.flatMap((r, i) => (handles[i] === undefined ? [] : [{ key: handles[i], digest: r.digest }]))
+          return Effect.map(items.length === 0 ? Effect.succeed([]) : threads.sign(session, items), (outcomes) => {
+            const answers = outcomes[Symbol.iterator]()
+            return requests.map((r, i): Either.Either<Uint8Array, string> => {
+              if (handles[i] === undefined) return Either.left(`key ${keyLabel(r.key.role, r.key.kid)} is no longer in the token`)
+              const outcome = answers.next().value
+              return outcome instanceof Uint8Array ? Either.right(outcome) : Either.left(outcome ?? "the signing thread gave no answer")
+            })
+          }).pipe(
+            // an item's error is the token's, as an operation's: the connection is marked broken
+            Effect.tap((out) =>
+              Effect.sync(() => {
+                if (out.some(Either.isLeft)) conn.broken = true
+              })
+            )
+          )
+        }).pipe(Effect.catchAll((reason) => Effect.succeed(requests.map(() => Either.left(reason)))))
+
+      /** The signatures asked for in one turn, in equal shares, one message to each thread. */
+      const signBatch = (requests: ReadonlyArray<SignRequest>) => {
+        const shares = Math.min(settings.workers, requests.length)
+        // one share needs no fiber of its own: forking and joining one costs a turn of the scheduler each
+        if (shares === 1) return signOnThread(requests)
+        return Effect.map(
+          Effect.forEach(
+            Array.from({ length: shares }, (_, i) => requests.slice(Math.floor((i * requests.length) / shares), Math.floor(((i + 1) * requests.length) / shares))),
+            signOnThread,
+            { concurrency: "unbounded" }
+          ),
+          (outcomes) => outcomes.flat()
+        )
+      }
+
+      // One batch at a time: while the threads sign it, the next one gathers.
+      const signInThread = yield* makeBatcher<SignRequest, Either.Either<Uint8Array, string>, never>({
+        process: signBatch,
+        maxBatch: settings.workers * MAX_BATCH,
+        workers: 1
+      })
 
       const heldKey = (key: TokenKey): HeldKey => ({
         role: key.role,
@@ -248,19 +365,16 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         jwk: key.jwk,
         createdAt: undefined,
         sign: (message) =>
-          Effect.suspend(() => {
-            const digest = createHash("sha256").update(message).digest()
-            return withSession((conn, session) => {
-              const handle = conn.keys.get(key.kid)?.handle
-              if (handle === undefined) throw new Error(`key ${keyLabel(key.role, key.kid)} is no longer in the token`)
-              pk.C_SignInit(session, { mechanism: binding.CKM_ECDSA }, handle)
-              return pk.C_SignAsync(session, digest, Buffer.alloc(64))
-            })
-          }).pipe(Effect.map(compactToLowSDer), Effect.mapError(unavailable))
+          Effect.suspend(() => signInThread({ key, digest: createHash("sha256").update(message).digest() })).pipe(
+            Effect.flatMap(Either.match({
+              onLeft: (reason) => Effect.fail(unavailable(reason)),
+              onRight: (rs) => Effect.succeed(compactToLowSDer(rs))
+            }))
+          )
       })
 
       const held = (role: KeyRole) =>
-        withSession((conn, session) => {
+        onSession((conn, session) => {
           const { keys } = findKeys(session)
           conn.keys.clear()
           for (const [kid, k] of keys) conn.keys.set(kid, k)
@@ -268,7 +382,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
         }).pipe(Effect.mapError((reason) => custodyError(`${where}: ${reason}`)))
 
       const generate = (role: KeyRole) =>
-        withSession((conn, session) => {
+        onSession((conn, session) => {
           const pending = Buffer.from(`attestd-pending-${randomUUID()}`, "utf8")
           const common = [{ type: binding.CKA_KEY_TYPE, value: binding.CKK_EC }, { type: binding.CKA_TOKEN, value: true }]
           const pair = pk.C_GenerateKeyPair(
@@ -320,30 +434,18 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings) =>
           }
         }).pipe(Effect.mapError((reason) => custodyError(`cannot generate a key in ${where}: ${reason}`)))
 
-      // The first connection is made now: a token that is not there, or a wrong PIN, stops the start.
-      yield* Effect.mapError(ensureUp, (reason) => custodyError(`PKCS#11: ${where}: ${reason}`))
-      yield* Effect.addFinalizer(() =>
-        permits.withPermits(SESSIONS)(Effect.sync(() => {
-          finalize()
-          try {
-            pk.close()
-          } catch {
-            // unloading is best effort at exit
-          }
-        }))
-      )
-
       return KeyCustody.of({
         kind: "pkcs11",
         where,
         held,
         generate: (role) => generate(role),
-        healthy: withSession((conn) => pk.C_GetTokenInfo(conn.slot)).pipe(
+        healthy: onSession((conn) => pk.C_GetTokenInfo(conn.slot)).pipe(
           Effect.timeout("2 seconds"),
           Effect.as(true),
           Effect.orElseSucceed(() => false)
         ),
-        parallelism: SESSIONS
+        // enough signatures asked for at once to fill every thread's batch
+        parallelism: settings.workers * MAX_BATCH
       })
     })
   )

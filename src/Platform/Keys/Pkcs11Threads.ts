@@ -1,0 +1,200 @@
+/**
+ * The worker threads that sign for Pkcs11Keys.ts. A module's C_Sign is synchronous and lasts a
+ * network or USB token's round trip, so it never runs on the event loop; and a thread gets a
+ * batch of digests per message, since a message each way costs more than SoftHSM's signature.
+ *
+ * A thread loads pkcs11js's native addon (the file the main thread resolved and, in the single
+ * executable, checked) and the module, and holds nothing else. PKCS#11 state is per process:
+ * the main thread initialises the module and opens and logs in the sessions, and each message
+ * names the session and the key handles to use, so after a reconnect the next message carries
+ * the new ones. A thread never calls C_Initialize: one started while the main thread reconnects
+ * would initialise the module under it.
+ *
+ * The program is CommonJS source run with `eval`, so that it is the same from the tsc output,
+ * the esbuild bundle and the single executable, none of which needs a second entry point.
+ *
+ * A thread that stops (it crashed, or it was stopped because the token did not answer in time)
+ * fails the batch it held, and the next batch on its slot starts another; every thread is
+ * stopped when the scope closes, before the module is finalized.
+ */
+import { Duration, Effect, type Scope } from "effect"
+import { Worker } from "node:worker_threads"
+
+/** What a thread is started with (its workerData). */
+export interface SigningThreadData {
+  /** pkcs11js's native addon (`pkcs11.node`). */
+  readonly addon: string
+  /** The PKCS#11 module's shared library. */
+  readonly module: string
+}
+
+export interface SignItem {
+  /** The private key's object handle in the session's token. */
+  readonly key: Uint8Array
+  /** The SHA-256 digest to sign. */
+  readonly digest: Uint8Array
+}
+
+/** Per item: the raw r‖s C_Sign returned, or the module's error for it. */
+export type SignOutcome = Uint8Array | string
+
+/** Bytes of a P-256 signature's raw r‖s, as CKM_ECDSA returns it. */
+const RS_BYTES = 64
+
+/**
+ * The thread's program. It answers each `{ session, items }` with the items' r‖s, one after
+ * the other in one buffer (transferred, not copied), and the errors of those that failed by
+ * index (C_SignInit + C_Sign with CKM_ECDSA; the raw addon's C_Sign returns the length it
+ * wrote), and says "ready" once the addon and the module are loaded.
+ */
+const PROGRAM = `
+const { parentPort, workerData } = require("node:worker_threads")
+const addon = require("node:module").createRequire(workerData.addon)(workerData.addon)
+const pkcs11 = new addon.PKCS11()
+pkcs11.load(workerData.module)
+const ecdsa = { mechanism: addon.CKM_ECDSA }
+parentPort.on("message", ({ session, items }) => {
+  const signatures = Buffer.alloc(${RS_BYTES} * items.length)
+  const errors = []
+  items.forEach(({ key, digest }, i) => {
+    try {
+      pkcs11.C_SignInit(session, ecdsa, key)
+      const length = pkcs11.C_Sign(session, digest, signatures.subarray(${RS_BYTES} * i, ${RS_BYTES} * (i + 1)))
+      if (length !== ${RS_BYTES}) errors.push([i, "C_Sign returned " + length + " bytes, not the ${RS_BYTES} of a P-256 r‖s"])
+    } catch (e) {
+      errors.push([i, String(e instanceof Error ? e.message : e).split("\\n")[0]])
+    }
+  })
+  parentPort.postMessage({ signatures, errors }, [signatures.buffer])
+})
+parentPort.postMessage("ready")
+`
+
+/** A thread's answer to a batch. */
+interface Answer {
+  readonly signatures: Uint8Array
+  readonly errors: ReadonlyArray<readonly [number, string]>
+}
+
+const outcomesOf = (count: number, answer: Answer): ReadonlyArray<SignOutcome> => {
+  const out: Array<SignOutcome> = Array.from({ length: count }, (_, i) => answer.signatures.subarray(RS_BYTES * i, RS_BYTES * (i + 1)))
+  for (const [i, reason] of answer.errors) out[i] = reason
+  return out
+}
+
+/** Starts a thread running the program. */
+export const spawnSigningThread = (data: SigningThreadData): Worker => new Worker(PROGRAM, { eval: true, workerData: data })
+
+/** How long the scope's close (or a replacement) waits for a thread to stop: one stuck in the module stops only when it returns. */
+const STOP_WAIT = Duration.seconds(2)
+
+const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e))
+
+/**
+ * The thread's next message, or its stop, or a failure after `timeoutMillis`, whichever comes
+ * first (a thread that stopped emits no message, but its exit, or has threadId -1 already).
+ * `post` runs once the listeners are on. The timer is node's: an Effect timeout forks a fiber
+ * per batch, which cost more here (~60 µs) than SoftHSM's signature.
+ */
+const reply = <A>(worker: Worker, post: () => void, timeoutMillis: number): Effect.Effect<A, string> =>
+  Effect.async<A, string>((resume) => {
+    if (worker.threadId === -1) return resume(Effect.fail("the signing thread has stopped"))
+    const off = () => {
+      clearTimeout(timer)
+      worker.off("message", onMessage)
+      worker.off("error", onError)
+      worker.off("exit", onExit)
+    }
+    const end = (result: Effect.Effect<A, string>) => {
+      off()
+      resume(result)
+    }
+    const onMessage = (answer: A) => end(Effect.succeed(answer))
+    const onError = (e: unknown) => end(Effect.fail(`the signing thread failed: ${messageOf(e)}`))
+    const onExit = (code: number) => end(Effect.fail(`the signing thread stopped (exit code ${code})`))
+    const timer = setTimeout(() => end(Effect.fail(`no answer within ${timeoutMillis} ms`)), timeoutMillis)
+    worker.on("message", onMessage)
+    worker.on("error", onError)
+    worker.on("exit", onExit)
+    post()
+    return Effect.sync(off)
+  })
+
+export interface SigningThreads {
+  /**
+   * Signs `items` with `session` on a free thread: an outcome per item; a failure when the
+   * thread stopped or did not answer within the timeout (it is then stopped, and the next
+   * batch on its slot starts another).
+   */
+  readonly sign: (session: Uint8Array, items: ReadonlyArray<SignItem>) => Effect.Effect<ReadonlyArray<SignOutcome>, string>
+}
+
+/** A place for a thread: empty until one is started, and again once it stopped or was given up. */
+interface Slot {
+  worker: Worker | undefined
+}
+
+/**
+ * `size` threads, started now (an addon that does not load in a thread fails here, at start,
+ * not at the first signature); `sign` waits for a free one. The scope's close waits for the
+ * batches under way and stops every thread.
+ */
+export const makeSigningThreads = (options: {
+  readonly data: SigningThreadData
+  readonly size: number
+  /** How long a batch (or a thread's start) may take before its thread is given up. */
+  readonly timeout: Duration.DurationInput
+  readonly spawn?: ((data: SigningThreadData) => Worker) | undefined
+}): Effect.Effect<SigningThreads, string, Scope.Scope> =>
+  Effect.gen(function*() {
+    const spawn = options.spawn ?? spawnSigningThread
+    const timeoutMillis = Duration.toMillis(options.timeout)
+    const slots: ReadonlyArray<Slot> = Array.from({ length: options.size }, () => ({ worker: undefined }))
+    const idle = [...slots]
+    const permits = yield* Effect.makeSemaphore(options.size)
+
+    const stop = (worker: Worker) => Effect.promise(() => worker.terminate()).pipe(Effect.timeout(STOP_WAIT), Effect.ignore)
+
+    /** The slot's thread, started (and awaited until it says it is ready) when it has none that runs. */
+    const running = (slot: Slot): Effect.Effect<Worker, string> =>
+      slot.worker !== undefined && slot.worker.threadId !== -1
+        ? Effect.succeed(slot.worker)
+        : Effect.suspend(() => {
+          const worker = spawn(options.data)
+          // An error the thread throws between batches has no other listener; the exit that follows is what counts.
+          worker.on("error", () => {})
+          return reply<unknown>(worker, () => {}, timeoutMillis).pipe(
+            Effect.filterOrFail((m) => m === "ready", () => "its first message was not \"ready\""),
+            Effect.mapError((reason) => `cannot start a PKCS#11 signing thread: ${reason}`),
+            Effect.tapBoth({ onFailure: () => stop(worker), onSuccess: () => Effect.sync(() => (slot.worker = worker)) }),
+            Effect.as(worker)
+          )
+        })
+
+    const onSlot = <A>(use: (slot: Slot) => Effect.Effect<A, string>) =>
+      permits.withPermits(1)(Effect.suspend(() => {
+        const slot = idle.pop()!
+        return Effect.ensuring(use(slot), Effect.sync(() => idle.push(slot)))
+      }))
+
+    yield* Effect.addFinalizer(() =>
+      permits.withPermits(options.size)(Effect.forEach(slots, (slot) => (slot.worker === undefined ? Effect.void : stop(slot.worker)), { discard: true }))
+    )
+    yield* Effect.forEach(slots, () => onSlot(running), { concurrency: "unbounded", discard: true })
+
+    const sign = (session: Uint8Array, items: ReadonlyArray<SignItem>) =>
+      onSlot((slot) =>
+        Effect.flatMap(running(slot), (worker) =>
+          reply<Answer>(worker, () => worker.postMessage({ session, items }), timeoutMillis).pipe(
+            Effect.map((answer) => outcomesOf(items.length, answer)),
+            Effect.tapError(() =>
+              Effect.suspend(() => {
+                slot.worker = undefined
+                return stop(worker)
+              })
+            )
+          ))
+      )
+
+    return { sign }
+  })

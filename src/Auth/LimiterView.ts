@@ -40,6 +40,12 @@ export interface KeyView {
   syncedAt: number
   pending: Counts
   readonly inFlight: Set<Batch>
+  /**
+   * Batches a folded read has seen (so `synced` counts them and they left flight), kept
+   * SEEN_KEPT_MS after their write for the reads still out that were made before it: such
+   * a read, folded later, cannot have seen them either (`unseenBy`).
+   */
+  readonly seen: Set<Batch>
   /** What this instance may still admit before the next sync. */
   allowance: number
 }
@@ -50,8 +56,12 @@ export const makeView = (window: number, at: number): KeyView => ({
   syncedAt: at,
   pending: new Map(),
   inFlight: new Set(),
+  seen: new Set(),
   allowance: 0
 })
+
+/** How long (ms) a batch a read has seen is kept for reads made before its write that are still out. */
+export const SEEN_KEPT_MS = 30_000
 
 const add = (into: Counts, from: Iterable<readonly [number, number]>) => {
   for (const [s, n] of from) into.set(s, (into.get(s) ?? 0) + n)
@@ -106,12 +116,14 @@ export const merged = (v: KeyView): Array<readonly [number, number]> => {
 }
 
 /**
- * What the view counts that a read made at `readAt` cannot have seen: the
- * batches not acknowledged by then, and the pending hits.
+ * What this instance admitted that a read made at `readAt` cannot have seen: the
+ * batches not acknowledged by then (in flight, or since seen by a newer read folded
+ * before this one), and the pending hits.
  */
 export const unseenBy = (v: KeyView, readAt: number): Array<readonly [number, number]> => {
   const m: Counts = new Map()
   for (const b of v.inFlight) if (b.writtenAt === undefined || b.writtenAt > readAt) add(m, b.hits)
+  for (const b of v.seen) if (b.writtenAt! > readAt) add(m, b.hits)
   return [...add(m, v.pending)]
 }
 
@@ -148,15 +160,19 @@ export const settle = (v: KeyView, batch: Batch) => {
  * of one key run concurrently and may come back out of order; a second's
  * count only grows (but for an over-limit add undone at once), so each second
  * keeps the highest count any read saw. Batches acknowledged before the read
- * was made are in it, so they leave flight; so do batches wholly out of the window.
+ * was made are in it, so they leave flight (and are kept as `seen` for older reads
+ * still out); so do batches wholly out of the window.
  */
 export const absorb = (v: KeyView, rows: Iterable<readonly [number, number]>, second: number, readAt: number) => {
   for (const [s, n] of rows) if (n > (v.synced.get(s) ?? 0)) v.synced.set(s, n)
   for (const s of v.synced.keys()) if (s <= second - v.window) v.synced.delete(s)
+  const outOfWindow = (b: Batch) => [...b.hits.keys()].every((s) => s <= second - v.window)
   for (const b of v.inFlight) {
     const read = b.writtenAt !== undefined && b.writtenAt <= readAt
-    if (read || [...b.hits.keys()].every((s) => s <= second - v.window)) v.inFlight.delete(b)
+    if (read || outOfWindow(b)) v.inFlight.delete(b)
+    if (read && !outOfWindow(b)) v.seen.add(b)
   }
+  for (const b of v.seen) if (b.writtenAt! < readAt - SEEN_KEPT_MS || outOfWindow(b)) v.seen.delete(b)
   if (readAt > v.syncedAt) v.syncedAt = readAt
 }
 

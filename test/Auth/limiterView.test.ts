@@ -171,6 +171,20 @@ describe("the Postgres limiter's view of a key", () => {
     ])
   })
 
+  it("an exact read folded after a newer one still counts a write taken before it and acknowledged after it", () => {
+    // found by the property (seed 1976756994): the newer read's fold took the batch out of
+    // flight, and the older exact read, folded next, no longer knew it had not seen it
+    run([
+      { op: "admit", second: NOW - 3, n: 1 },
+      { op: "take" }, // taken before the exact read
+      { op: "exact", n: 1 },
+      { op: "ack", pick: 0 }, // acknowledged after it
+      { op: "read" },
+      { op: "fold", pick: 1 }, // the newer read first
+      { op: "fold", pick: 0 }
+    ])
+  })
+
   it("batches wholly out of the window leave flight", () => {
     const v = makeView(WINDOW, 0)
     v.pending.set(NOW - WINDOW, 1)

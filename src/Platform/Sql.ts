@@ -134,9 +134,6 @@ export const makePgPool = (url: string, options: { readonly max: number; readonl
         let socket: Socket | undefined
         super({ ...config, stream: () => (socket = new Socket()) })
         this.socket = socket!
-        // A connection that breaks fails its statements; the 'error' it also emits (at a moment no
-        // borrower may be listening, e.g. when the watchdog drops it) must never end the process.
-        this.on("error", () => {})
       }
       // pg.Client.query is overloaded; this one signature stands for all of them
       override query(...args: Array<never>): never {

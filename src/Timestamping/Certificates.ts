@@ -64,8 +64,11 @@ export interface ChainFile {
   readonly read: Either.Either<{ readonly chain: TsaChain; readonly kid: string }, string>
 }
 
-/** Reads ATTESTD_TSA_CERT_CHAIN (`file`): any key's chain as long as its TSA certificate may sign tokens. */
-export const readChainFile = (file: string): ChainFile => {
+/**
+ * Reads ATTESTD_TSA_CERT_CHAIN (`file`): any key's chain as long as its TSA certificate may
+ * sign tokens. A file whose text is `previous`'s is not parsed again: `previous` is the answer.
+ */
+export const readChainFile = (file: string, previous?: ChainFile): ChainFile => {
   const named = (problem: string) => `ATTESTD_TSA_CERT_CHAIN ${file}: ${problem}`
   let text: string
   try {
@@ -73,6 +76,7 @@ export const readChainFile = (file: string): ChainFile => {
   } catch (e) {
     return { text: "", read: Either.left(named(`cannot read it: ${e instanceof Error ? e.message : String(e)}`)) }
   }
+  if (previous !== undefined && previous.text === text) return previous
   try {
     const ders = pemToDers(text)
     if (ders.length === 0) return { text, read: Either.left(named("it holds no CERTIFICATE")) }

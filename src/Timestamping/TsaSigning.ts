@@ -91,8 +91,10 @@ export const tsaSigning = (config: AppConfigShape, keys: TsaKeys): Effect.Effect
       // A changed file that cannot sign tokens counts only when the next poll reads it alike: a file caught mid-write is not a chain.
       const unusable = yield* Ref.make<string | undefined>(undefined)
       const poll = Effect.gen(function*() {
-        const read = yield* Effect.sync(() => readChainFile(file))
-        if (read.text === (yield* Ref.get(chainFile))?.text) return yield* Ref.set(unusable, undefined)
+        const current = yield* Ref.get(chainFile)
+        // the file's text is read every poll, its certificates parsed only when it changed
+        const read = yield* Effect.sync(() => readChainFile(file, current))
+        if (read.text === current?.text) return yield* Ref.set(unusable, undefined)
         if (Either.isLeft(read.read) && (yield* Ref.getAndSet(unusable, read.text)) !== read.text) return
         yield* Ref.set(unusable, undefined)
         yield* Ref.set(chainFile, read)

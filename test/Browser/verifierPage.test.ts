@@ -270,18 +270,30 @@ describe.runIf(browserAvailable())("the verification page in Chromium", () => {
   it("a TSA token corrupted at every 4th character gives the same report in the page and in Node", async () => {
     // Regression: pkijs passed WebCrypto's own error text through ("Invalid keyData" in Node, empty in
     // Chromium) and parser TypeErrors named engine internals, so some corruptions gave different reasons.
+    // The page verifies every corrupted token in one evaluate: one round trip per token was most of
+    // this test's time on a loaded machine.
     const token: string = t2Bundle.t1.tsaToken
+    const options = { hash: t2Bundle.hash_hex }
+    const tokens: Array<string> = []
+    for (let at = 0; at < token.length; at += 4) tokens.push(token.slice(0, at) + (token[at] === "0" ? "A" : "0") + token.slice(at + 1))
+    const inPage: Array<Report> = await page.evaluate(
+      async ([base, variants, o]) => {
+        const reports: Array<unknown> = []
+        for (const v of variants) reports.push(await window.attestdVerifier.verify({ ...base, t1: { ...base.t1, tsaToken: v } }, o as never))
+        return reports
+      },
+      [t2Bundle, tokens, options] as const
+    )
     const differing: Array<unknown> = []
-    for (let at = 0; at < token.length; at += 4) {
+    for (const [i, v] of tokens.entries()) {
       const b = structuredClone(t2Bundle)
-      b.t1.tsaToken = token.slice(0, at) + (token[at] === "0" ? "A" : "0") + token.slice(at + 1)
-      const options = { hash: t2Bundle.hash_hex }
-      const inPage = await pageVerify(page, b, options)
+      b.t1.tsaToken = v
       const inNode = JSON.parse(JSON.stringify(await verifyBundle(b, options as never)))
-      if (JSON.stringify(inPage) !== JSON.stringify(inNode)) differing.push({ at, page: inPage.checks.t1, node: inNode.checks.t1 })
+      if (JSON.stringify(inPage[i]) !== JSON.stringify(inNode)) differing.push({ at: i * 4, page: inPage[i].checks.t1, node: inNode.checks.t1 })
     }
+    expect(tokens.length).toBeGreaterThan(100)
     expect(differing).toEqual([])
-  })
+  }, 180_000)
 
   it("the page and the Node core give the same report for the same inputs, over random tampering", async () => {
     const paths: ReadonlyArray<readonly [string, (b: Bundle) => { get: () => string; set: (v: string) => void }]> = [

@@ -133,5 +133,12 @@ export const seaSqliteBinding = (): unknown =>
  */
 export const seaPkcs11Binding = (): unknown => loadNativeAddon(seaSource("pkcs11", pkcs11Sha256(), "PKCS#11"))
 
-/** The checked file of pkcs11js's addon in the single executable, for the signing threads to load (Keys/Pkcs11Threads.ts). */
-export const seaPkcs11AddonFile = (): string => extractNativeAddon(seaSource("pkcs11", pkcs11Sha256(), "PKCS#11"))
+/**
+ * The file of pkcs11js's addon, which each signing thread loads (Keys/Pkcs11Threads.ts): in
+ * the single executable (scripts/bundle.mjs --sea defines the addon's hash) the copy written
+ * out and checked, as the main thread's binding; elsewhere the package's own build.
+ */
+export const pkcs11AddonFile = (): string =>
+  pkcs11Sha256() === undefined
+    ? createRequire(import.meta.url).resolve("pkcs11js/build/Release/pkcs11.node")
+    : extractNativeAddon(seaSource("pkcs11", pkcs11Sha256(), "PKCS#11"))

@@ -13,7 +13,6 @@ import { createPublicKey, type KeyObject } from "node:crypto"
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as pkijs from "pkijs"
-import type { AppConfigShape } from "../Platform/Config.js"
 import { makePrivateDir } from "../Platform/PrivateFiles.js"
 import type { KeySigner } from "../Platform/Signer.js"
 import { certifiedKid, issueTsaChain, tsaCertificateProblem, tsaUsageProblem, webCryptoPublicKey } from "../Platform/Tsa/Certificates.js"
@@ -91,19 +90,8 @@ export const readChainFile = (file: string, previous?: ChainFile): ChainFile => 
   }
 }
 
-/** The operator's chain for `key`, or why it cannot be used (the message names the file and the key to certify). */
-const productionChain = (file: string, key: KeySigner): Effect.Effect<TsaChain, Error> =>
-  Effect.suspend(() => {
-    const { read } = readChainFile(file)
-    if (Either.isLeft(read)) return Effect.fail(new Error(read.left))
-    const problem = tsaCertificateProblem(read.right.chain.signer.certificate, publicKeyOf(key))
-    return problem === undefined ? Effect.succeed(read.right.chain) : Effect.fail(new Error(
-      `ATTESTD_TSA_CERT_CHAIN ${file}: its first certificate cannot sign this TSA's tokens: ${problem} (${certifyAdvice(key.kid)})`
-    ))
-  })
-
 /** The demo chain under <dataDir>/tsa/: reused while tsa.pem certifies the key, else made anew. */
-const demoChain = (key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Error> =>
+export const demoChain = (key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Error> =>
   Effect.tryPromise({
     try: async () => {
       ensureCryptoEngine()
@@ -128,9 +116,3 @@ const demoChain = (key: KeySigner, dataDir: string): Effect.Effect<TsaChain, Err
     },
     catch: (e) => new Error(`the demo TSA certificates in ${join(dataDir, "tsa")}: ${e instanceof Error ? e.message : String(e)}`)
   })
-
-/** The chain for the configuration: the operator's (production) or the demo CA's. */
-export const loadTsaChain = (config: AppConfigShape, key: KeySigner): Effect.Effect<TsaChain, Error> =>
-  config.timestamping.certChainFile._tag === "Some"
-    ? productionChain(config.timestamping.certChainFile.value, key)
-    : demoChain(key, config.dataDir)

@@ -11,7 +11,7 @@ import { Effect, Either, Option, Ref, Schedule, type Scope, SynchronizedRef } fr
 import type { AppConfigShape } from "../Platform/Config.js"
 import type { HeldKey } from "../Platform/Keys/Custody.js"
 import { type KeySigner, keySignerOf, type TsaKeys } from "../Platform/Signer.js"
-import { certifyAdvice, type ChainFile, loadTsaChain, readChainFile, type TsaChain } from "./Certificates.js"
+import { certifyAdvice, type ChainFile, demoChain, readChainFile, type TsaChain } from "./Certificates.js"
 
 export interface Signing {
   readonly key: KeySigner
@@ -19,7 +19,7 @@ export interface Signing {
 }
 
 /** A key to sign with, and the operator's chain that certifies it (undefined in demo: a chain is made for it). */
-interface Choice {
+export interface Choice {
   readonly held: HeldKey
   readonly chain: TsaChain | undefined
 }
@@ -28,7 +28,7 @@ const newestOf = (held: ReadonlyArray<HeldKey>): Either.Either<Choice, string> =
   held[0] === undefined ? Either.left("no time-stamping key is valid now") : Either.right({ held: held[0], chain: undefined })
 
 /** The key the operator's chain certifies among those held valid now; Left says why none, and which key to certify. */
-const certifiedOf = (file: string, chainFile: ChainFile, held: ReadonlyArray<HeldKey>): Either.Either<Choice, string> => {
+export const certifiedOf = (file: string, chainFile: ChainFile, held: ReadonlyArray<HeldKey>): Either.Either<Choice, string> => {
   const advice = held[0] === undefined ? "" : `; ${certifyAdvice(held[0].kid)}`
   return Either.flatMap(Either.mapLeft(chainFile.read, (reason) => `${reason}${advice}`), ({ chain, kid }) => {
     const key = held.find((k) => k.kid === kid)
@@ -61,7 +61,7 @@ export const tsaSigning = (config: AppConfigShape, keys: TsaKeys): Effect.Effect
     const take = (c: Choice, previous: Signing | undefined): Effect.Effect<Signing, Error> =>
       Effect.gen(function*() {
         const key = keySignerOf(c.held)
-        if (c.chain === undefined) return { key, chain: yield* loadTsaChain(config, key) }
+        if (c.chain === undefined) return { key, chain: yield* demoChain(key, config.dataDir) }
         if (previous?.key.kid !== c.held.kid) {
           const retired = yield* keys.supersede(c.held.kid)
           yield* Effect.logInfo(

@@ -13,10 +13,10 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { AppConfig, appConfig } from "../../src/Platform/Config.js"
+import { appConfig } from "../../src/Platform/Config.js"
 import { ephemeralKey, heldFileKey } from "../../src/Platform/Keys/FileKeys.js"
-import { keySignerOf } from "../../src/Platform/Signer.js"
-import { loadTsaChain } from "../../src/Timestamping/Certificates.js"
+import { readChainFile } from "../../src/Timestamping/Certificates.js"
+import { certifiedOf } from "../../src/Timestamping/TsaSigning.js"
 
 const configFrom = (env: Record<string, string>) =>
   Effect.runSync(Effect.either(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map(Object.entries(env))))))
@@ -63,7 +63,7 @@ describe("production configuration of the TSA", () => {
 describe("ATTESTD_TSA_CERT_CHAIN", () => {
   let dir = ""
   const tsaKey = ephemeralKey()
-  const signer = keySignerOf(heldFileKey("tsa", tsaKey))
+  const held = heldFileKey("tsa", tsaKey)
   const openssl = (...args: Array<string>) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" })
 
   /** A leaf for `keyFile`'s key under the CA, with these extensions; the chain file (leaf, CA) it makes. */
@@ -76,11 +76,8 @@ describe("ATTESTD_TSA_CERT_CHAIN", () => {
     return file
   }
 
-  const load = (file: string) =>
-    Effect.runPromise(Effect.either(loadTsaChain(
-      AppConfig.make({ dataDir: dir, timestamping: { ...AppConfig.make().timestamping, certChainFile: Option.some(file) } }),
-      signer
-    )))
+  /** The chain the authority signs under with `file` while it holds only the TSA key, as it reads it (TsaSigning). */
+  const load = (file: string) => Either.map(certifiedOf(file, readChainFile(file), [held]), (c) => c.chain!)
 
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), "attestd-tsa-chain-"))
@@ -96,7 +93,7 @@ describe("ATTESTD_TSA_CERT_CHAIN", () => {
   const TSA_EXTENSIONS = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,nonRepudiation\nextendedKeyUsage=critical,timeStamping\n"
 
   it("takes a chain that certifies the TSA key with the critical timeStamping EKU; tokens embed it without the root", async () => {
-    const loaded = await load(chainFor("good", "tsa.key", TSA_EXTENSIONS))
+    const loaded = load(chainFor("good", "tsa.key", TSA_EXTENSIONS))
     expect(Either.isRight(loaded)).toBe(true)
     if (Either.isRight(loaded)) {
       expect(loaded.right.embedded).toHaveLength(1)
@@ -107,19 +104,19 @@ describe("ATTESTD_TSA_CERT_CHAIN", () => {
   })
 
   it("refuses a chain whose TSA certificate certifies another key", async () => {
-    const refused = await load(chainFor("otherkey", "other.key", TSA_EXTENSIONS))
-    expect(Either.isLeft(refused) && refused.left.message).toMatch(/its public key is not the TSA key's.*signing-keys csr --tsa --kid/)
+    const refused = load(chainFor("otherkey", "other.key", TSA_EXTENSIONS))
+    expect(Either.isLeft(refused) && refused.left).toMatch(/certifies the key \S+, which is no TSA key this instance holds valid now \(it holds [^)]+\).*signing-keys csr --tsa --kid/)
   })
 
   it("refuses a TSA certificate without the critical timeStamping EKU, or with more purposes", async () => {
-    const lax = await load(chainFor("noncritical", "tsa.key", "extendedKeyUsage=timeStamping\n"))
-    expect(Either.isLeft(lax) && lax.left.message).toMatch(/not critical/)
-    const none = await load(chainFor("noeku", "tsa.key", "keyUsage=critical,digitalSignature\n"))
-    expect(Either.isLeft(none) && none.left.message).toMatch(/no extendedKeyUsage/)
-    const more = await load(chainFor("more", "tsa.key", "extendedKeyUsage=critical,timeStamping,codeSigning\n"))
-    expect(Either.isLeft(more) && more.left.message).toMatch(/exactly id-kp-timeStamping/)
+    const lax = load(chainFor("noncritical", "tsa.key", "extendedKeyUsage=timeStamping\n"))
+    expect(Either.isLeft(lax) && lax.left).toMatch(/not critical/)
+    const none = load(chainFor("noeku", "tsa.key", "keyUsage=critical,digitalSignature\n"))
+    expect(Either.isLeft(none) && none.left).toMatch(/no extendedKeyUsage/)
+    const more = load(chainFor("more", "tsa.key", "extendedKeyUsage=critical,timeStamping,codeSigning\n"))
+    expect(Either.isLeft(more) && more.left).toMatch(/exactly id-kp-timeStamping/)
     const empty = join(dir, "empty.pem")
     writeFileSync(empty, "")
-    expect(Either.isLeft(await load(empty))).toBe(true)
+    expect(Either.isLeft(load(empty))).toBe(true)
   })
 })

@@ -26,7 +26,6 @@
  */
 import { Clock, Duration, Effect, Either, Layer, SynchronizedRef } from "effect"
 import { createHash, createPublicKey, randomUUID } from "node:crypto"
-import { createRequire } from "node:module"
 import type { Worker } from "node:worker_threads"
 import * as asn1js from "asn1js"
 import { ServiceUnavailable } from "../../Domain/Errors.js"
@@ -69,18 +68,6 @@ export const keyLabel = (role: KeyRole, kid: string): string => `attestd-${role}
 /** pkcs11js is CommonJS: its exports are the default export of a dynamic import (and of esbuild's bundle). */
 const loadBinding = (): Promise<Binding> =>
   import("pkcs11js").then((m) => ((m as { default?: Binding }).default ?? m) as Binding)
-
-declare const __ATTESTD_PKCS11_ADDON_SHA256__: string | undefined
-
-/**
- * The file of pkcs11js's native addon, which each signing thread loads: in the single
- * executable (scripts/bundle.mjs --sea defines the addon's hash) the copy NativeAddon.ts
- * wrote out and checked, as the main thread's binding; elsewhere the package's own build.
- */
-const addonFile = (): Promise<string> =>
-  typeof __ATTESTD_PKCS11_ADDON_SHA256__ === "string"
-    ? import("../NativeAddon.js").then((m) => m.seaPkcs11AddonFile())
-    : Promise.resolve(createRequire(import.meta.url).resolve("pkcs11js/build/Release/pkcs11.node"))
 
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
@@ -152,7 +139,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
       })
       const where = `token "${settings.token}" of ${settings.module}`
       const addon = yield* Effect.tryPromise({
-        try: addonFile,
+        try: () => import("../NativeAddon.js").then((m) => m.pkcs11AddonFile()),
         catch: (e) => custodyError(`cannot find the PKCS#11 binding's native addon (pkcs11js): ${messageOf(e)}`)
       })
       const sessions = settings.workers + MAIN_SESSIONS

@@ -152,11 +152,10 @@ export class AnchoringRepo extends Effect.Service<AnchoringRepo>()("Anchoring/An
             bitcoin_merkle_root = ${c.merkleRoot}, bitcoin_header = ${c.header}, confirmed_at = ${c.at}
           WHERE id = ${dailyRootId} AND status <> 'confirmed' RETURNING id`
         if (won.length === 0) return 0
-        yield* sql`UPDATE attestations SET level = 'T2', t2_at = ${c.at}, t2_block = ${c.height}
-          WHERE level = 'T1' AND batch_id IN (SELECT id FROM batches WHERE daily_root_id = ${dailyRootId})`
+        // the day's attestations are T2 by their daily root (the view `attestations`): no row of theirs changes
         yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
-          SELECT 't2_complete', seq, ${c.at} FROM attestations
-          WHERE batch_id IN (SELECT id FROM batches WHERE daily_root_id = ${dailyRootId})`
+          SELECT 't2_complete', l.attestation_seq, ${c.at} FROM batch_leaves l JOIN batches b ON b.id = l.batch_id
+          WHERE b.daily_root_id = ${dailyRootId} ORDER BY l.attestation_seq`
         return 1
       })))
 

@@ -272,7 +272,7 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
         format_version: r.formatVersion,
         legacy_id: r.legacyId
       }))
-      const rows = yield* insertedHashRows(sql`INSERT INTO attestations ${sql.insert(part)}
+      const rows = yield* insertedHashRows(sql`INSERT INTO registry ${sql.insert(part)}
         ON CONFLICT (hash_hex) DO NOTHING RETURNING hash_hex`)
       for (const row of rows) inserted.add(row.hashHex)
     }

@@ -153,7 +153,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       inChunks(rows, (part) =>
         Effect.map(
           insertedAttestationKeys(
-            sql`INSERT INTO attestations ${sql.insert(part)} ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`
+            sql`INSERT INTO registry ${sql.insert(part)} ON CONFLICT (hash_hex) DO NOTHING RETURNING seq, id, hash_hex`
           ),
           (keys) => {
             const byHash = new Map(part.map((r) => [r.hash_hex, r]))
@@ -184,7 +184,12 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         claimRows(sql`SELECT * FROM claims WHERE api_key_id = ${keyId} AND deleted_at IS NULL AND ${among("attestation_seq", part)}`))
 
     const countsByLevel = Effect.map(
-      levelCounts(sql`SELECT level, COUNT(*) AS n FROM attestations GROUP BY level`),
+      // from the pending set and the batches' leaf counts: a count of the registry's rows would read all of them
+      levelCounts(sql`SELECT 'T0' AS level, COUNT(*) AS n FROM pending_seals
+        UNION ALL
+        SELECT CASE WHEN d.id IS NULL THEN 'T1' ELSE 'T2' END AS level, SUM(b.leaf_count) AS n
+        FROM batches b LEFT JOIN daily_roots d ON d.id = b.daily_root_id AND d.status = 'confirmed'
+        GROUP BY CASE WHEN d.id IS NULL THEN 'T1' ELSE 'T2' END`),
       (rows) => {
         const out: Record<Level, number> = { T0: 0, T1: 0, T2: 0 }
         for (const r of rows) out[r.level] = r.n

@@ -1,7 +1,8 @@
 /**
- * T1 storage: pending digests, sealed batches, tree nodes (stored per level in
- * chunks of 1024 nodes, so a proof needs one small row per level), and the
- * per-attestation t1_complete events of the outbox.
+ * T1 storage: pending digests (`pending_seals`), sealed batches with their leaves
+ * (`batch_leaves`), tree nodes (stored per level in chunks of 1024 nodes, so a proof
+ * needs one small row per level), and the per-attestation t1_complete events of the
+ * outbox. A seal writes no attestation row (migration 0016).
  */
 import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -46,7 +47,7 @@ export interface SealRecord {
   readonly tsaProvider: string
   readonly tsaGenTime: string
   readonly sealedAt: string
-  /** The T1 time recorded on each attestation: the TSA's genTime in wire format. */
+  /** The T1 time of the batch's attestations: the TSA's genTime in wire format. */
   readonly t1At: string
 }
 
@@ -75,51 +76,51 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
       SqlSchema.findAll({
         Request: Schema.String,
         Result: PendingRow,
-        // On SQLite the partial index is named: with statistics gathered while nothing was
-        // pending, SQLite chose a scan of the whole table in seq order (27 s at 10M rows).
-        execute: (windowEnd) => sql`SELECT seq, hash_hex FROM attestations${sql.literal(isPg ? "" : " INDEXED BY attestations_pending_t0")}
-          WHERE level = 'T0' AND registered_at < ${windowEnd} ORDER BY seq`
+        // SQLite's CROSS JOIN keeps the pending set first: without statistics it walked the
+        // registry's time index (every row before the window end) and probed the set.
+        execute: (windowEnd) => sql`SELECT r.seq, r.hash_hex FROM pending_seals p ${sql.literal(isPg ? "JOIN" : "CROSS JOIN")} registry r
+          ON r.seq = p.seq WHERE r.registered_at < ${windowEnd} ORDER BY p.seq`
       }),
       orDieOnMismatch
     )
 
     /**
-     * Writes batch, nodes, T1 state and outbox events in one transaction. If any
-     * leaf is no longer at T0 (another sealer won), nothing is written.
+     * Writes batch, nodes, leaves and outbox events, and takes the leaves off the pending
+     * set, in one transaction. If any leaf is no longer pending (another sealer won),
+     * nothing is written.
      */
     const recordSeal = (rec: SealRecord) =>
       retryingConflicts(sql.withTransaction(Effect.gen(function*() {
         const [batch] = yield* decodeRows(IdRow)(sql`INSERT INTO batches
-          (window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at)
+          (window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, t1_at)
           VALUES (${rec.windowEnd}, ${rec.tree.rootHex}, ${rec.tree.leafCount}, ${Buffer.from(rec.tsaToken)},
-            ${rec.tsaProvider}, ${rec.tsaGenTime}, ${rec.sealedAt})
+            ${rec.tsaProvider}, ${rec.tsaGenTime}, ${rec.sealedAt}, ${rec.t1At})
           RETURNING id`)
         const batchId = batch!.id
         const rows = chunkRows(batchId, rec.tree)
         for (let i = 0; i < rows.length; i += 200) {
           yield* sql`INSERT INTO merkle_chunks ${sql.insert(rows.slice(i, i + 200))}`
         }
-        const pairs = rec.leaves.map((leaf) => [leaf.seq, rec.tree.leafIndex(leaf.hashHex)])
-        const updated = yield* (isPg
-          ? decodeRows(CountRow)(sql`WITH u AS (
-              UPDATE attestations a SET level = 'T1', batch_id = ${batchId}, leaf_index = v.idx, t1_at = ${rec.t1At}
-              FROM (SELECT (e->>0)::bigint AS seq, (e->>1)::int AS idx FROM jsonb_array_elements(${JSON.stringify(pairs)}::jsonb) e) v
-              WHERE a.seq = v.seq AND a.level = 'T0'
-              RETURNING 1)
-            SELECT COUNT(*) AS n FROM u`)
-          // `+level`: the pending index must not drive this join. With it SQLite scans every
-          // pending row and, for each, the whole JSON array: 100,000 leaves never finished.
-          // Without it, the array drives and each leaf is one rowid lookup.
-          : sql`UPDATE attestations SET level = 'T1', batch_id = ${batchId},
-              leaf_index = j.value ->> '$[1]', t1_at = ${rec.t1At}
-              FROM json_each(${JSON.stringify(pairs)}) j
-              WHERE attestations.seq = j.value ->> '$[0]' AND +attestations.level = 'T0'
-              RETURNING 1 AS n`.pipe(Effect.map((r) => [{ n: r.length }])))
-        if ((updated[0]?.n ?? 0) !== rec.leaves.length) {
+        const seqs = JSON.stringify(rec.leaves.map((leaf) => leaf.seq))
+        const taken = yield* (isPg
+          ? decodeRows(CountRow)(sql`WITH d AS (
+              DELETE FROM pending_seals p USING (SELECT e::bigint AS seq FROM jsonb_array_elements_text(${seqs}::jsonb) e) v
+              WHERE p.seq = v.seq RETURNING 1)
+            SELECT COUNT(*) AS n FROM d`)
+          : decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM pending_seals WHERE seq IN (SELECT value FROM json_each(${seqs}))`).pipe(
+            Effect.zipLeft(sql`DELETE FROM pending_seals WHERE seq IN (SELECT value FROM json_each(${seqs}))`)
+          ))
+        if ((taken[0]?.n ?? 0) !== rec.leaves.length) {
           return yield* Effect.die(new SealConflict(`batch for ${rec.windowEnd}: some leaves were sealed elsewhere`))
         }
+        const pairs = JSON.stringify(rec.leaves.map((leaf) => [leaf.seq, rec.tree.leafIndex(leaf.hashHex)]))
+        yield* (isPg
+          ? sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
+              SELECT (e->>0)::bigint, ${batchId}, (e->>1)::int FROM jsonb_array_elements(${pairs}::jsonb) e`
+          : sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
+              SELECT j.value ->> '$[0]', ${batchId}, j.value ->> '$[1]' FROM json_each(${pairs}) j`)
         yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
-          SELECT 't1_complete', seq, ${rec.sealedAt} FROM attestations WHERE batch_id = ${batchId}`
+          SELECT 't1_complete', attestation_seq, ${rec.sealedAt} FROM batch_leaves WHERE batch_id = ${batchId} ORDER BY attestation_seq`
         return batchId
       })))
 

@@ -166,7 +166,7 @@ for (const dialect of await dialects()) {
           expect(results.map((r) => r.created)).toEqual([true, true, true])
           // the read, then one transaction: the attestations, then their claims (BEGIN and COMMIT have no span)
           expect(texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))).toEqual(
-            ["SELECT * FROM", "INSERT INTO attestations", "INSERT INTO claims"]
+            ["SELECT * FROM", "INSERT INTO registry", "INSERT INTO claims"]
           )
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))
@@ -217,7 +217,7 @@ for (const dialect of await dialects()) {
         try {
           await writer.query("BEGIN")
           await writer.query(
-            `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+            `INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
              VALUES ($1, $2, $3, $4, $5, '2.0.0')`,
             [theirs, hash, model.attestation.registeredAt, model.attestation.signature, model.attestation.signingKeyId]
           )

@@ -1,11 +1,13 @@
 /**
  * A migration is a list of DDL statements, run one by one. The dialects differ
- * only in type names, so each migration is one list written against this map.
+ * mostly in type names, so each migration is one list written against this map.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 
 export interface Types {
+  /** for the few statements with no common spelling (triggers) */
+  readonly dialect: "sqlite" | "pg"
   /** an auto-numbered 64-bit primary key column */
   readonly serial: string
   readonly bigint: string
@@ -19,6 +21,7 @@ export interface Types {
 
 export const types: { readonly sqlite: Types; readonly pg: Types } = {
   sqlite: {
+    dialect: "sqlite",
     serial: "INTEGER PRIMARY KEY",
     bigint: "INTEGER",
     blob: "BLOB",
@@ -28,6 +31,7 @@ export const types: { readonly sqlite: Types; readonly pg: Types } = {
     unlogged: ""
   },
   pg: {
+    dialect: "pg",
     serial: "BIGSERIAL PRIMARY KEY",
     bigint: "BIGINT",
     blob: "BYTEA",

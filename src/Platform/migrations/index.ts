@@ -14,6 +14,7 @@ import listingByTime from "./0012_listing_by_time.js"
 import timestampTokens from "./0013_timestamp_tokens.js"
 import keyWindows from "./0014_key_windows.js"
 import leases from "./0015_leases.js"
+import registry from "./0016_registry.js"
 
 export const migrations = {
   "0001_foundation": foundation,
@@ -30,5 +31,6 @@ export const migrations = {
   "0012_listing_by_time": listingByTime,
   "0013_timestamp_tokens": timestampTokens,
   "0014_key_windows": keyWindows,
-  "0015_leases": leases
+  "0015_leases": leases,
+  "0016_registry": registry
 }

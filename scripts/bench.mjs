@@ -675,6 +675,18 @@ const generateRegistry = async (registry, rows) => {
 const pgTime = (t) => `to_char((${t}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"')`
 const sqliteTime = (t) => `strftime('%Y-%m-%dT%H:%M:%S', ${t}, 'unixepoch') || '.' || printf('%06d', CAST(((${t}) - CAST((${t}) AS INTEGER)) * 1000000 AS INTEGER)) || '+00:00'`
 
+/**
+ * The generated rows' places in the hourly batches (the n rows in seq order, spread evenly over
+ * the hours), and none of them pending: the registry's trigger made each one pending.
+ */
+const sealedLeaves = (n) => [
+  `INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
+    SELECT seq, h, g - 1 - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS}
+    FROM (SELECT seq, g, (g - 1) * ${HOURS} / ${n} + 1 AS h FROM (SELECT seq, ROW_NUMBER() OVER (ORDER BY seq) AS g FROM registry) r) x
+    ORDER BY seq`,
+  "DELETE FROM pending_seals"
+]
+
 const pgGeneration = (n, start, step, kid, keyId) => {
   const at = (seconds) => `to_timestamp(${start}) + (${seconds}) * interval '1 second'`
   return [
@@ -687,24 +699,22 @@ const pgGeneration = (n, start, step, kid, keyId) => {
         CASE WHEN d < ${DAYS} THEN ${pgTime(at("d * 86400 + 7200"))} END
       FROM generate_series(1, ${DAYS}) d`,
     `SELECT setval(pg_get_serial_sequence('daily_roots', 'id'), ${DAYS})`,
-    `INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index)
+    `INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index, t1_at)
       SELECT h, ${pgTime(at("h * 3600"))}, encode(sha256(('root' || h)::bytea), 'hex'),
         (h::bigint * ${n} + ${HOURS} - 1) / ${HOURS} - ((h - 1)::bigint * ${n} + ${HOURS} - 1) / ${HOURS},
         (SELECT string_agg(sha256(('token' || h || '-' || i)::bytea), ''::bytea ORDER BY i) FROM generate_series(1, ${TSA_TOKEN_BYTES / 32}) i),
-        'demo', ${pgTime(at("h * 3600 + 1"))}, ${pgTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24
+        'demo', ${pgTime(at("h * 3600 + 1"))}, ${pgTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24, ${pgTime(at("h * 3600 + 1"))}
       FROM generate_series(1, ${HOURS}) h`,
     `SELECT setval(pg_get_serial_sequence('batches', 'id'), ${HOURS})`,
-    `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version, level, batch_id, leaf_index, t1_at, t2_at, t2_block)
+    `INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
       SELECT 'att_' || translate(encode(substr(sha256(('id' || g)::bytea), 1, 18), 'base64'), '+/', '-_'),
         encode(sha256(('bench' || g)::bytea), 'hex'), ${pgTime(at(`(g - 1) * ${step}`))},
         translate(encode(sha256(('r' || g)::bytea) || sha256(('s' || g)::bytea) || substr(sha256(('t' || g)::bytea), 1, 8), 'base64'), E'\\n', ''),
-        '${kid}', '2.0.0', CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 'T2' ELSE 'T1' END, h,
-        g - 1 - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS}, ${pgTime(at("h * 3600 + 1"))},
-        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN ${pgTime(at("((h - 1) / 24 + 1) * 86400 + 7200"))} END,
-        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 800000 + (h - 1) / 24 + 1 END
-      FROM (SELECT g, (g - 1) * ${HOURS} / ${n} + 1 AS h FROM generate_series(1::bigint, ${n}::bigint) g) x`,
+        '${kid}', '2.0.0'
+      FROM generate_series(1::bigint, ${n}::bigint) g`,
+    ...sealedLeaves(n),
     `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
-      SELECT seq, '${keyId}', NULL, NULL, NULL, FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM attestations ORDER BY seq`,
+      SELECT seq, '${keyId}', NULL, NULL, NULL, FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM registry ORDER BY seq`,
     `INSERT INTO outbox (event_type, attestation_seq, created_at, dispatched_at)
       SELECT e, seq, at, at FROM (
         SELECT 't1_complete' AS e, seq, t1_at AS at, 1 AS o FROM attestations
@@ -725,21 +735,20 @@ const sqliteGeneration = (n, start, step, kid, keyId) => {
         CASE WHEN d < ${DAYS} THEN lower(hex(randomblob(32))) END, CASE WHEN d < ${DAYS} THEN ${sqliteTime(at("d * 86400 + 7200"))} END
       FROM d`,
     `${series("h", HOURS)}
-      INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index)
+      INSERT INTO batches (id, window_end, merkle_root, leaf_count, tsa_token, tsa_provider, tsa_gen_time, sealed_at, daily_root_id, daily_leaf_index, t1_at)
       SELECT h, ${sqliteTime(at("h * 3600"))}, lower(hex(randomblob(32))),
         (h * ${n} + ${HOURS} - 1) / ${HOURS} - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS},
-        randomblob(${TSA_TOKEN_BYTES}), 'demo', ${sqliteTime(at("h * 3600 + 1"))}, ${sqliteTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24
+        randomblob(${TSA_TOKEN_BYTES}), 'demo', ${sqliteTime(at("h * 3600 + 1"))}, ${sqliteTime(at("h * 3600 + 1"))}, (h - 1) / 24 + 1, (h - 1) % 24,
+        ${sqliteTime(at("h * 3600 + 1"))}
       FROM h`,
     `${series("g", n)}
-      INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version, level, batch_id, leaf_index, t1_at, t2_at, t2_block)
+      INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
       SELECT 'att_' || lower(hex(randomblob(12))), lower(hex(randomblob(32))), ${sqliteTime(at(`(g - 1) * ${step}`))},
-        substr(hex(randomblob(48)), 1, 96), '${kid}', '2.0.0', CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 'T2' ELSE 'T1' END, h,
-        g - 1 - ((h - 1) * ${n} + ${HOURS} - 1) / ${HOURS}, ${sqliteTime(at("h * 3600 + 1"))},
-        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN ${sqliteTime(at("((h - 1) / 24 + 1) * 86400 + 7200"))} END,
-        CASE WHEN (h - 1) / 24 + 1 < ${DAYS} THEN 800000 + (h - 1) / 24 + 1 END
-      FROM (SELECT g, (g - 1) * ${HOURS} / ${n} + 1 AS h FROM g)`,
+        substr(hex(randomblob(48)), 1, 96), '${kid}', '2.0.0'
+      FROM g`,
+    ...sealedLeaves(n),
     `INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
-      SELECT seq, '${keyId}', NULL, NULL, NULL, 0, lower(hex(randomblob(12))), registered_at, registered_at FROM attestations ORDER BY seq`,
+      SELECT seq, '${keyId}', NULL, NULL, NULL, 0, lower(hex(randomblob(12))), registered_at, registered_at FROM registry ORDER BY seq`,
     `INSERT INTO outbox (event_type, attestation_seq, created_at, dispatched_at)
       SELECT e, seq, at, at FROM (
         SELECT 't1_complete' AS e, seq, t1_at AS at, 1 AS o FROM attestations
@@ -759,7 +768,7 @@ const settle = (registry) =>
     }
   })
 
-const REGISTRY_TABLES = ["attestations", "claims", "outbox", "batches", "daily_roots", "merkle_chunks"]
+const REGISTRY_TABLES = ["registry", "batch_leaves", "pending_seals", "claims", "outbox", "batches", "daily_roots", "merkle_chunks"]
 
 /** Bytes per stored attestation, table and indexes: the attestations alone, with claims and outbox, and everything. */
 const bytesOnDisk = (registry) =>
@@ -771,14 +780,14 @@ const bytesOnDisk = (registry) =>
         const [r] = await query("SELECT pg_total_relation_size($1::regclass)::bigint AS total, pg_relation_size($1::regclass)::bigint AS heap", [table])
         byTable[table] = Number(r.total)
       }
-      for (const r of await query("SELECT indexrelname AS name, pg_relation_size(indexrelid)::bigint AS bytes FROM pg_stat_user_indexes WHERE relname = 'attestations'")) {
+      for (const r of await query("SELECT indexrelname AS name, pg_relation_size(indexrelid)::bigint AS bytes FROM pg_stat_user_indexes WHERE relname IN ('registry', 'batch_leaves')")) {
         indexes[r.name] = Number(r.bytes)
       }
     } else {
       const rows = await query("SELECT m.tbl_name AS tbl, s.name AS name, sum(s.pgsize) AS bytes FROM dbstat s JOIN sqlite_master m ON m.name = s.name GROUP BY s.name")
       for (const r of rows) {
         if (REGISTRY_TABLES.includes(r.tbl)) byTable[r.tbl] = (byTable[r.tbl] ?? 0) + r.bytes
-        if (r.tbl === "attestations" && r.name !== "attestations") indexes[r.name] = r.bytes
+        if ((r.tbl === "registry" || r.tbl === "batch_leaves") && r.name !== r.tbl) indexes[r.name] = r.bytes
       }
     }
     const per = (n) => n / registry.rows
@@ -787,8 +796,8 @@ const bytesOnDisk = (registry) =>
       byTable,
       attestationIndexes: indexes,
       perAttestation: {
-        attestations: per(sum(["attestations"])),
-        withClaimsAndOutbox: per(sum(["attestations", "claims", "outbox"])),
+        attestations: per(sum(["registry", "batch_leaves", "pending_seals"])),
+        withClaimsAndOutbox: per(sum(["registry", "batch_leaves", "pending_seals", "claims", "outbox"])),
         all: per(sum(REGISTRY_TABLES))
       }
     }
@@ -802,8 +811,11 @@ const explainHot = (registry) =>
     const p = (i) => (pg ? `$${i}` : "?")
     const hot = {
       "lookup by hash": [`SELECT seq, id, hash_hex, registered_at, level FROM attestations WHERE hash_hex = ${p(1)}`, [sample.hash_hex]],
-      "pending for seal": [`SELECT seq, hash_hex FROM attestations WHERE level = 'T0' AND registered_at < ${p(1)} ORDER BY seq`, [new Date().toISOString()]],
-      "attestations of a batch": [`SELECT seq FROM attestations WHERE batch_id = ${p(1)}`, [HOURS / 2]],
+      "pending for seal": [
+        `SELECT r.seq, r.hash_hex FROM pending_seals p ${registry.store === "pg" ? "JOIN" : "CROSS JOIN"} registry r ON r.seq = p.seq WHERE r.registered_at < ${p(1)} ORDER BY p.seq`,
+        [new Date().toISOString()]
+      ],
+      "attestations of a batch": [`SELECT attestation_seq FROM batch_leaves WHERE batch_id = ${p(1)}`, [HOURS / 2]],
       "listing (newest 50 of a key)": [
         `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
           WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
@@ -859,7 +871,7 @@ const measureRates = async (registry, config) => {
     }
     const out = {}
     for (const scenario of ["attest-new", "verify"]) {
-      if (registry.store === "pg") await pgQuery(registry.databaseUrl, "ANALYZE attestations, claims")
+      if (registry.store === "pg") await pgQuery(registry.databaseUrl, "ANALYZE registry, batch_leaves, pending_seals, claims")
       out[scenario] = await load(server, SCENARIOS[scenario].request({ key: registry.key, existing }), config)
     }
     return out
@@ -883,25 +895,25 @@ const sealPending = async (registry, count) => {
     const statements = pg
       ? [
         "BEGIN",
-        `INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+        `INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
           SELECT 'att_' || translate(encode(substr(sha256(('pid' || g)::bytea), 1, 18), 'base64'), '+/', '-_'), encode(sha256(('pending' || g)::bytea), 'hex'),
             ${pgTime(`to_timestamp(${start}) + (g - 1) * ${step} * interval '1 second'`)},
             translate(encode(sha256(('r' || g)::bytea) || sha256(('s' || g)::bytea) || substr(sha256(('t' || g)::bytea), 1, 8), 'base64'), E'\\n', ''),
-            (SELECT signing_key_id FROM attestations LIMIT 1), '2.0.0'
+            (SELECT signing_key_id FROM registry LIMIT 1), '2.0.0'
           FROM generate_series(1, ${count}) g`,
         `INSERT INTO claims (attestation_seq, api_key_id, client_encrypted, etag, created_at, updated_at)
-          SELECT seq, '${registry.keyId}', FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM attestations WHERE seq > ${max} ORDER BY seq`,
+          SELECT seq, '${registry.keyId}', FALSE, substr(md5('etag' || seq), 1, 24), registered_at, registered_at FROM registry WHERE seq > ${max} ORDER BY seq`,
         "COMMIT",
-        "VACUUM ANALYZE attestations, claims"
+        "VACUUM ANALYZE registry, pending_seals, claims"
       ]
       : [
         "BEGIN",
         `WITH RECURSIVE g(g) AS (SELECT 1 UNION ALL SELECT g + 1 FROM g WHERE g < ${count})
-          INSERT INTO attestations (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+          INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
           SELECT 'att_' || lower(hex(randomblob(12))), lower(hex(randomblob(32))), ${sqliteTime(`(${start} + (g - 1) * ${step})`)},
-            substr(hex(randomblob(48)), 1, 96), (SELECT signing_key_id FROM attestations LIMIT 1), '2.0.0' FROM g`,
+            substr(hex(randomblob(48)), 1, 96), (SELECT signing_key_id FROM registry LIMIT 1), '2.0.0' FROM g`,
         `INSERT INTO claims (attestation_seq, api_key_id, client_encrypted, etag, created_at, updated_at)
-          SELECT seq, '${registry.keyId}', 0, lower(hex(randomblob(12))), registered_at, registered_at FROM attestations WHERE seq > ${max} ORDER BY seq`,
+          SELECT seq, '${registry.keyId}', 0, lower(hex(randomblob(12))), registered_at, registered_at FROM registry WHERE seq > ${max} ORDER BY seq`,
         "COMMIT",
         "PRAGMA wal_checkpoint(TRUNCATE)"
       ]

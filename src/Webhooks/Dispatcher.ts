@@ -12,6 +12,9 @@
  * holds only its share of the slots; and its circuit (Repo.recordAttempt) opens
  * after repeated failures, so it stops taking slots at all until a probe passes.
  *
+ * An event is kept OUTBOX_RETENTION after it was fanned out, then deleted: nothing reads it
+ * again, and kept for good the events took a fifth of the registry's disk.
+ *
  * One instance fans out at a time (WebhookRepo.fanOut takes a transaction-level lock).
  * While the database is out of reach the dispatcher pauses (Platform/Outage.ts): its
  * passes fail quietly until one succeeds.
@@ -47,6 +50,10 @@ const FAN_OUT_BATCH = 5000
  */
 const LEASE_MS = 2 * DELIVERY_TIMEOUT_MS
 const POLL_MS = 500
+/** How long a fanned-out event stays in the outbox, and how often (and how many at a time) older ones are deleted. */
+export const OUTBOX_RETENTION = Duration.days(7)
+const TRIM_EVERY = Duration.hours(1)
+const TRIM_BATCH = 10_000
 /**
  * Freed slots are gathered before claiming again, so one claim query serves several: until
  * CLAIM_BATCH attempts have ended or CLAIM_GAP_MS has passed since the last claim. The count
@@ -198,6 +205,21 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       Effect.catchAllCause((c) => Effect.logWarning("webhook fan-out failed", c))
     )
 
+    /** Deletes the events fanned out more than OUTBOX_RETENTION ago, TRIM_BATCH per transaction; returns how many. */
+    const trimOnce = Effect.gen(function*() {
+      const before = formatMillis((yield* Clock.currentTimeMillis) - Duration.toMillis(OUTBOX_RETENTION))
+      let trimmed = 0
+      while (true) {
+        const n = yield* Effect.orDie(repo.trimDispatched(before, TRIM_BATCH))
+        trimmed += n
+        if (n === 0) return trimmed
+      }
+    })
+
+    const trimLogged = outage.attempt(trimOnce).pipe(
+      Effect.catchAllCause((c) => Effect.logWarning("trimming the dispatched webhook events failed", c))
+    )
+
     /**
      * Fans out every POLL_MS and keeps the slots busy: whenever attempts end (CLAIM_BATCH
      * of them, or fewer once CLAIM_GAP_MS has passed) or POLL_MS passes, the free slots
@@ -209,11 +231,16 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       let inFlight = 0
       let endedSinceClaim = 0
       let lastFanOut = -Infinity
+      let lastTrim = yield* Clock.currentTimeMillis
       while (true) {
         const t = yield* Clock.currentTimeMillis
         if (t - lastFanOut >= POLL_MS) {
           yield* fanOutLogged
           lastFanOut = t
+        }
+        if (t - lastTrim >= Duration.toMillis(TRIM_EVERY)) {
+          yield* trimLogged
+          lastTrim = t
         }
         const free = SEND_CONCURRENCY - inFlight
         endedSinceClaim = 0
@@ -245,7 +272,7 @@ export class WebhookDispatcher extends Effect.Service<WebhookDispatcher>()("Webh
       }
     })
 
-    return { fanOutOnce, sendDueOnce, attempt, run }
+    return { fanOutOnce, sendDueOnce, trimOnce, attempt, run }
   }),
   dependencies: [WebhookRepo.Default]
 }) {}

@@ -170,6 +170,20 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       })))
 
     /**
+     * Deletes events dispatched before `before` among the `limit` oldest of the outbox;
+     * returns how many. Events are dispatched in id order, so the oldest are the front of
+     * the table and a pass reads only its front, never the whole outbox.
+     */
+    const trimDispatched = (before: string, limit: number) =>
+      retryingConflicts(Effect.map(
+        sql<{ readonly id: unknown }>`DELETE FROM outbox WHERE id IN (
+          SELECT id FROM (SELECT id, dispatched_at FROM outbox ORDER BY id LIMIT ${limit}) front
+          WHERE dispatched_at < ${before})
+        RETURNING id`,
+        (rows) => rows.length
+      ))
+
+    /**
      * Claims up to `limit` due deliveries with a lease until `leaseUntil`; another
      * instance skips them. Fair: a webhook gets at most WEBHOOK_IN_FLIGHT attempts
      * in flight (leases held by any instance; 1 while its circuit is half-open, none
@@ -333,6 +347,6 @@ export class WebhookRepo extends Effect.Service<WebhookRepo>()("Webhooks/Webhook
       orUndefined
     )
 
-    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, claimDue, setBodies, attestationFacts, recordAttempts, circuitOf }
+    return { create, countOwned, listOwned, findOwned, remove, deliveries, fanOut, trimDispatched, claimDue, setBodies, attestationFacts, recordAttempts, circuitOf }
   })
 }) {}

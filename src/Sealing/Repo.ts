@@ -101,26 +101,32 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
         for (let i = 0; i < rows.length; i += 200) {
           yield* sql`INSERT INTO merkle_chunks ${sql.insert(rows.slice(i, i + 200))}`
         }
-        const seqs = JSON.stringify(rec.leaves.map((leaf) => leaf.seq))
+        const pairs = JSON.stringify(rec.leaves.map((leaf) => [leaf.seq, rec.tree.leafIndex(leaf.hashHex)]))
+        // Postgres: one statement, the window's array parsed once (a CTE's writes all run);
+        // SQLite: one statement per table. Either way, a leaf no longer pending means another
+        // sealer won: the transaction is rolled back. The leaves are in seq order (`pending`),
+        // and so are their events.
         const taken = yield* (isPg
-          ? decodeRows(CountRow)(sql`WITH d AS (
-              DELETE FROM pending_seals p USING (SELECT e::bigint AS seq FROM jsonb_array_elements_text(${seqs}::jsonb) e) v
-              WHERE p.seq = v.seq RETURNING 1)
-            SELECT COUNT(*) AS n FROM d`)
-          : decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM pending_seals WHERE seq IN (SELECT value FROM json_each(${seqs}))`).pipe(
-            Effect.zipLeft(sql`DELETE FROM pending_seals WHERE seq IN (SELECT value FROM json_each(${seqs}))`)
-          ))
+          ? decodeRows(CountRow)(sql`WITH v AS MATERIALIZED (
+                SELECT (e->>0)::bigint AS seq, (e->>1)::int AS idx FROM jsonb_array_elements(${pairs}::jsonb) e),
+              taken AS (DELETE FROM pending_seals p USING v WHERE p.seq = v.seq RETURNING 1),
+              leaves AS (INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index) SELECT seq, ${batchId}, idx FROM v),
+              events AS (INSERT INTO outbox (event_type, attestation_seq, created_at)
+                SELECT 't1_complete', seq, ${rec.sealedAt} FROM v)
+            SELECT COUNT(*) AS n FROM taken`)
+          : Effect.gen(function*() {
+            const seqs = sql`SELECT j.value ->> '$[0]' FROM json_each(${pairs}) j`
+            const counted = yield* decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM pending_seals WHERE seq IN (${seqs})`)
+            yield* sql`DELETE FROM pending_seals WHERE seq IN (${seqs})`
+            yield* sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
+              SELECT j.value ->> '$[0]', ${batchId}, j.value ->> '$[1]' FROM json_each(${pairs}) j`
+            yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
+              SELECT 't1_complete', j.value ->> '$[0]', ${rec.sealedAt} FROM json_each(${pairs}) j`
+            return counted
+          }))
         if ((taken[0]?.n ?? 0) !== rec.leaves.length) {
           return yield* Effect.die(new SealConflict(`batch for ${rec.windowEnd}: some leaves were sealed elsewhere`))
         }
-        const pairs = JSON.stringify(rec.leaves.map((leaf) => [leaf.seq, rec.tree.leafIndex(leaf.hashHex)]))
-        yield* (isPg
-          ? sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
-              SELECT (e->>0)::bigint, ${batchId}, (e->>1)::int FROM jsonb_array_elements(${pairs}::jsonb) e`
-          : sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
-              SELECT j.value ->> '$[0]', ${batchId}, j.value ->> '$[1]' FROM json_each(${pairs}) j`)
-        yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
-          SELECT 't1_complete', attestation_seq, ${rec.sealedAt} FROM batch_leaves WHERE batch_id = ${batchId} ORDER BY attestation_seq`
         return batchId
       })))
 

@@ -803,6 +803,10 @@ const bytesOnDisk = (registry) =>
     }
   })
 
+/** A key's listing as Attestations/ListRepo.ts reads it (each row's level from the view). */
+const LISTING = `SELECT r.seq, r.id, r.hash_hex, (SELECT v.level FROM attestations v WHERE v.seq = r.seq) AS level, r.registered_at, c.source
+  FROM claims c JOIN registry r ON r.seq = c.attestation_seq`
+
 /** The plans (and one timed run) of the registry's hot queries on the generated data. */
 const explainHot = (registry) =>
   withRegistryDb(registry, async (query) => {
@@ -817,19 +821,19 @@ const explainHot = (registry) =>
       ],
       "attestations of a batch": [`SELECT attestation_seq FROM batch_leaves WHERE batch_id = ${p(1)}`, [HOURS / 2]],
       "listing (newest 50 of a key)": [
-        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
-          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        `${LISTING}
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY r.registered_at DESC, r.seq DESC LIMIT 51`,
         [registry.keyId]
       ],
       "listing (newest 50 of a key holding nothing)": [
-        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
-          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        `${LISTING}
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL ORDER BY r.registered_at DESC, r.seq DESC LIMIT 51`,
         ["key_holds_nothing"]
       ],
       "listing (a past month of a key)": [
-        `SELECT a.seq, a.id, a.hash_hex, a.level, a.registered_at, c.source FROM claims c JOIN attestations a ON a.seq = c.attestation_seq
-          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL AND a.registered_at >= ${p(2)} AND a.registered_at < ${p(3)}
-          ORDER BY a.registered_at DESC, a.seq DESC LIMIT 51`,
+        `${LISTING}
+          WHERE c.api_key_id = ${p(1)} AND c.deleted_at IS NULL AND r.registered_at >= ${p(2)} AND r.registered_at < ${p(3)}
+          ORDER BY r.registered_at DESC, r.seq DESC LIMIT 51`,
         [registry.keyId, sample.registered_at, new Date(Date.parse(sample.registered_at) + 30 * 86_400_000).toISOString()]
       ]
     }

@@ -816,7 +816,7 @@ const explainHot = (registry) =>
     const hot = {
       "lookup by hash": [`SELECT seq, id, hash_hex, registered_at, level FROM attestations WHERE hash_hex = ${p(1)}`, [sample.hash_hex]],
       "pending for seal": [
-        `SELECT r.seq, r.hash_hex FROM pending_seals p ${registry.store === "pg" ? "JOIN" : "CROSS JOIN"} registry r ON r.seq = p.seq WHERE r.registered_at < ${p(1)} ORDER BY p.seq`,
+        `SELECT seq, hash_hex FROM pending_seals WHERE registered_at < ${p(1)} ORDER BY seq`,
         [new Date().toISOString()]
       ],
       "attestations of a batch": [`SELECT attestation_seq FROM batch_leaves WHERE batch_id = ${p(1)}`, [HOURS / 2]],

@@ -204,7 +204,7 @@ export const refreshGauges = (expiries: TokenExpiries) => Effect.gen(function*()
   signingKeyInfo.unsafeUpdate(1, labels({ kid: yield* signer.currentKid }))
 
   const [t0] = yield* sql<{ n: number | string; oldest: string | null }>`
-    SELECT count(*) AS n, min(r.registered_at) AS oldest FROM pending_seals p JOIN registry r ON r.seq = p.seq`
+    SELECT count(*) AS n, min(registered_at) AS oldest FROM pending_seals`
   pendingT0.unsafeUpdate(Number(t0?.n ?? 0), [])
   pendingT0Age.unsafeUpdate(ageSeconds(now, t0?.oldest), [])
 

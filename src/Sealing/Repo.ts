@@ -76,10 +76,8 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
       SqlSchema.findAll({
         Request: Schema.String,
         Result: PendingRow,
-        // SQLite's CROSS JOIN keeps the pending set first: without statistics it walked the
-        // registry's time index (every row before the window end) and probed the set.
-        execute: (windowEnd) => sql`SELECT r.seq, r.hash_hex FROM pending_seals p ${sql.literal(isPg ? "JOIN" : "CROSS JOIN")} registry r
-          ON r.seq = p.seq WHERE r.registered_at < ${windowEnd} ORDER BY p.seq`
+        // the pending set carries the time and digest: a seal reads the backlog, not the registry
+        execute: (windowEnd) => sql`SELECT seq, hash_hex FROM pending_seals WHERE registered_at < ${windowEnd} ORDER BY seq`
       }),
       orDieOnMismatch
     )

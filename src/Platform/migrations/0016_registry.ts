@@ -7,8 +7,9 @@
  *
  * `attestations` is now a view over the three with the columns the row had: `level`,
  * `batch_id`, `leaf_index`, `t1_at` (kept on the batch), `t2_at` and `t2_block` (the daily
- * root's confirmation). `pending_seals` holds every row not yet sealed: a trigger adds each
- * registered row, so every writer (attest, import) leaves it pending.
+ * root's confirmation). `pending_seals` holds every row not yet sealed, with the time and digest
+ * the seal reads (so a seal reads the backlog alone, not the registry's rows): a trigger adds
+ * each registered row, so every writer (attest, import) leaves it pending.
  */
 import { ddl } from "./ddl.js"
 
@@ -19,11 +20,16 @@ export default ddl((t) => [
     leaf_index INTEGER NOT NULL
   )`,
   `CREATE INDEX batch_leaves_by_batch ON batch_leaves (batch_id, leaf_index)`,
-  `CREATE TABLE pending_seals (seq ${t.bigint} PRIMARY KEY)`,
+  `CREATE TABLE pending_seals (
+    seq ${t.bigint} PRIMARY KEY,
+    registered_at TEXT NOT NULL,
+    hash_hex TEXT NOT NULL
+  )`,
   `ALTER TABLE batches ADD COLUMN t1_at TEXT`,
   `INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
     SELECT seq, batch_id, leaf_index FROM attestations WHERE batch_id IS NOT NULL ORDER BY seq`,
-  `INSERT INTO pending_seals (seq) SELECT seq FROM attestations WHERE batch_id IS NULL ORDER BY seq`,
+  `INSERT INTO pending_seals (seq, registered_at, hash_hex)
+    SELECT seq, registered_at, hash_hex FROM attestations WHERE batch_id IS NULL ORDER BY seq`,
   `UPDATE batches SET t1_at = (SELECT MIN(a.t1_at) FROM attestations a WHERE a.batch_id = batches.id)`,
   `DROP INDEX attestations_pending_t0`,
   `DROP INDEX attestations_by_batch`,
@@ -41,7 +47,7 @@ export default ddl((t) => [
     ? [
       `CREATE FUNCTION registry_pending() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-          INSERT INTO pending_seals (seq) SELECT seq FROM registered;
+          INSERT INTO pending_seals (seq, registered_at, hash_hex) SELECT seq, registered_at, hash_hex FROM registered;
           RETURN NULL;
         END $$`,
       `CREATE TRIGGER registry_pending AFTER INSERT ON registry
@@ -49,6 +55,6 @@ export default ddl((t) => [
     ]
     : [
       `CREATE TRIGGER registry_pending AFTER INSERT ON registry
-        BEGIN INSERT INTO pending_seals (seq) VALUES (NEW.seq); END`
+        BEGIN INSERT INTO pending_seals (seq, registered_at, hash_hex) VALUES (NEW.seq, NEW.registered_at, NEW.hash_hex); END`
     ])
 ])

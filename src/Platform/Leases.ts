@@ -9,10 +9,12 @@
  * ends. Every write of the job runs in a transaction that first confirms the token
  * (`UPDATE leases … WHERE name = $1 AND token = $2` must touch one row), so a job that
  * stalled past its lease while another instance took over writes nothing: no window is
- * sealed twice. A crashed holder's lease lapses after at most its duration; the holder is
- * the host and the data directory, so an instance restarted in place takes its own lease
- * back at once (the take-over still moves the token, fencing anything left of the old
- * process).
+ * sealed twice. A crashed holder's lease lapses after at most its duration. The holder is
+ * the process, named by its place (host and data directory) and pid: an instance restarted
+ * in place takes the lease of its previous run back at once when that pid no longer runs
+ * on this host (the take-over still moves the token, fencing anything left of the old
+ * process), while two live processes sharing a data directory are two holders and wait for
+ * each other's lease like any others.
  *
  * A job that is one transaction (the webhook fan-out) takes a transaction-level advisory
  * lock instead (`pg_try_advisory_xact_lock`): it is released with the transaction, wherever
@@ -47,32 +49,62 @@ export const leaseDuration = (interval: Duration.DurationInput): number =>
 
 const TokenRow = Schema.Struct({ token: DbInt })
 const decodeTokens = decodeRows(TokenRow)
+const decodeHolders = decodeRows(Schema.Struct({ holder: Schema.String }))
 const LockedRow = Schema.Struct({ locked: Schema.Boolean })
 const decodeLocked = decodeRows(LockedRow)
 
-/** The holder's name: this host and data directory (an instance restarted in place is the same holder). */
-const holderOf = (dataDir: string): string =>
+/** Where an instance runs: this host and data directory (an instance restarted in place is in the same place). */
+const placeOf = (dataDir: string): string =>
   `${hostname()}:${createHash("sha256").update(resolve(dataDir)).digest("hex").slice(0, 16)}`
+
+/** Whether process `pid` runs on this host: signal 0 checks without signalling (EPERM: it runs as another user). */
+const runs = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Whether `holder` is a previous run of the instance at `place` that no longer runs: its pid
+ * is gone from this host (or it predates pids in holders). A pid reused since only delays the
+ * take-over until the lease expires.
+ */
+export const isDeadRunOf = (place: string, holder: string): boolean => {
+  if (holder === place) return true
+  if (!holder.startsWith(`${place}:`)) return false
+  const pid = Number(holder.slice(place.length + 1))
+  return Number.isSafeInteger(pid) && pid > 0 && pid !== process.pid && !runs(pid)
+}
 
 export class Leases extends Effect.Service<Leases>()("Platform/Leases", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const config = yield* AppConfig
-    const holder = holderOf(config.dataDir)
+    const place = placeOf(config.dataDir)
+    const holder = `${place}:${process.pid}`
     const now = sql.onDialectOrElse({
       pg: () => sql.unsafe("(extract(epoch from clock_timestamp()) * 1000)::bigint"),
       orElse: () => sql.unsafe("CAST(unixepoch('subsec') * 1000 AS INTEGER)")
     })
 
-    /** The lease's token if it was free, expired or already ours; one statement. */
+    /**
+     * The lease's token if it was free, expired, already ours, or held by a previous run of
+     * this instance that no longer runs; the take is one statement, and a holder that changed
+     * since it was read is not taken.
+     */
     const take = (name: string, ms: number) =>
-      Effect.map(
-        decodeTokens(sql`INSERT INTO leases (name, holder, token, expires_at) VALUES (${name}, ${holder}, 1, ${now} + ${ms})
+      Effect.gen(function*() {
+        const [current] = yield* decodeHolders(sql`SELECT holder FROM leases WHERE name = ${name}`)
+        const deadRun = current !== undefined && isDeadRunOf(place, current.holder) ? current.holder : null
+        const rows = yield* decodeTokens(sql`INSERT INTO leases (name, holder, token, expires_at) VALUES (${name}, ${holder}, 1, ${now} + ${ms})
           ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = leases.token + 1, expires_at = excluded.expires_at
-          WHERE leases.expires_at <= ${now} OR leases.holder = excluded.holder
-          RETURNING token`),
-        (rows) => Option.fromNullable(rows[0]?.token)
-      )
+          WHERE leases.expires_at <= ${now} OR leases.holder = excluded.holder OR leases.holder = ${deadRun}
+          RETURNING token`)
+        return Option.fromNullable(rows[0]?.token)
+      })
 
     /** Extends the lease if `token` still holds it; whether it does. */
     const extend = (name: string, token: number, ms: number) =>

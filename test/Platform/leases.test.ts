@@ -3,10 +3,12 @@
  * holders (two data directories) on one database: one holds a lease at a time;
  * a holder that stalled past its lease while the other took it over writes
  * nothing (its fenced write is refused and rolled back); an expired lease is
- * taken over; a holder restarted in place takes its own lease back at once.
+ * taken over; a holder restarted in place takes its own lease back at once, while a live
+ * process sharing its data directory waits like any other holder.
  */
 import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Layer, ManagedRuntime, Option } from "effect"
+import { spawn, spawnSync } from "node:child_process"
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
@@ -90,6 +92,41 @@ for (const dialect of await dialects()) {
       await Effect.runPromise(Deferred.succeed(stalled, undefined))
       expect(await old).toEqual(Option.none())
       expect(await writes(a)).toEqual(["new"])
+    })
+
+    it("a live process sharing the data directory waits for the lease; a run that no longer runs, or predates pids, is taken over at once", async () => {
+      const { a } = await setup()
+      const { holder } = await a.runPromise(Leases)
+      const place = holder.slice(0, holder.lastIndexOf(":"))
+      expect(holder).toBe(`${place}:${process.pid}`)
+      const sibling = spawn("sleep", ["30"], { stdio: "ignore" })
+      const gone = spawnSync("true").pid!
+      try {
+        const heldBy = (name: string) =>
+          a.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+            sql`INSERT INTO leases (name, holder, token, expires_at) VALUES ('job', ${name}, 7, ${Date.now() + 600_000})
+              ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, token = excluded.token, expires_at = excluded.expires_at`))
+        const tryWrite = (label: string) => a.runPromise(Effect.flatMap(Leases, (l) => l.exclusively("job", LONG, (fence) => fence(write(label)))))
+        const token = () =>
+          a.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ token: number | string }>`SELECT token FROM leases WHERE name = 'job'`))
+            .then((rows) => Number(rows[0]!.token))
+        // another process of the same place, running: its lease holds until it expires
+        await heldBy(`${place}:${sibling.pid}`)
+        expect(await tryWrite("sibling-running")).toEqual(Option.none())
+        // the same place's previous run, whose pid is gone: taken at once, the token moved on
+        await heldBy(`${place}:${gone}`)
+        expect(Option.isSome(await tryWrite("restarted"))).toBe(true)
+        expect(await token()).toBe(8)
+        // a holder written before holders carried a pid
+        await heldBy(place)
+        expect(Option.isSome(await tryWrite("upgraded"))).toBe(true)
+        // another place's live lease is never taken early
+        await heldBy(`other-host:${place.split(":")[1]}:${gone}`)
+        expect(await tryWrite("other-place")).toEqual(Option.none())
+        expect(await writes(a)).toEqual(["restarted", "upgraded"])
+      } finally {
+        sibling.kill("SIGKILL")
+      }
     })
   })
 }

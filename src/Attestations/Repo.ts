@@ -189,7 +189,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         UNION ALL
         SELECT CASE WHEN d.id IS NULL THEN 'T1' ELSE 'T2' END AS level, SUM(b.leaf_count) AS n
         FROM batches b LEFT JOIN daily_roots d ON d.id = b.daily_root_id AND d.status = 'confirmed'
-        GROUP BY CASE WHEN d.id IS NULL THEN 'T1' ELSE 'T2' END`),
+        GROUP BY level`),
       (rows) => {
         const out: Record<Level, number> = { T0: 0, T1: 0, T2: 0 }
         for (const r of rows) out[r.level] = r.n

@@ -72,7 +72,7 @@ const runs = (pid: number): boolean => {
  * is gone from this host (or it predates pids in holders). A pid reused since only delays the
  * take-over until the lease expires.
  */
-export const isDeadRunOf = (place: string, holder: string): boolean => {
+const isDeadRunOf = (place: string, holder: string): boolean => {
   if (holder === place) return true
   if (!holder.startsWith(`${place}:`)) return false
   const pid = Number(holder.slice(place.length + 1))

@@ -113,14 +113,14 @@ export class SealingRepo extends Effect.Service<SealingRepo>()("Sealing/SealingR
                 SELECT 't1_complete', seq, ${rec.sealedAt} FROM v)
             SELECT COUNT(*) AS n FROM taken`)
           : Effect.gen(function*() {
-            const seqs = sql`SELECT j.value ->> '$[0]' FROM json_each(${pairs}) j`
-            const counted = yield* decodeRows(CountRow)(sql`SELECT COUNT(*) AS n FROM pending_seals WHERE seq IN (${seqs})`)
-            yield* sql`DELETE FROM pending_seals WHERE seq IN (${seqs})`
+            yield* sql`DELETE FROM pending_seals WHERE seq IN (SELECT j.value ->> '$[0]' FROM json_each(${pairs}) j)`
+            // the rows the DELETE removed: the transaction holds the connection, so nothing ran in between
+            const taken = yield* decodeRows(CountRow)(sql`SELECT changes() AS n`)
             yield* sql`INSERT INTO batch_leaves (attestation_seq, batch_id, leaf_index)
               SELECT j.value ->> '$[0]', ${batchId}, j.value ->> '$[1]' FROM json_each(${pairs}) j`
             yield* sql`INSERT INTO outbox (event_type, attestation_seq, created_at)
               SELECT 't1_complete', j.value ->> '$[0]', ${rec.sealedAt} FROM json_each(${pairs}) j`
-            return counted
+            return taken
           }))
         if ((taken[0]?.n ?? 0) !== rec.leaves.length) {
           return yield* Effect.die(new SealConflict(`batch for ${rec.windowEnd}: some leaves were sealed elsewhere`))

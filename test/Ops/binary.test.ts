@@ -48,6 +48,24 @@ describe("single executable", () => {
     for (const f of cleanup.reverse()) f()
   })
 
+  /** `exe serve` in `dir` on env.HOST:env.PORT, killed at the end; resolves once healthz answers 200. */
+  const serve = async (exe: string, dir: string, env: NodeJS.ProcessEnv) => {
+    const server = spawn(exe, ["serve"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    server.stdout.on("data", (c: Buffer) => (output += c.toString()))
+    server.stderr.on("data", (c: Buffer) => (output += c.toString()))
+    const exited = new Promise<number | null>((r) => server.once("exit", (code) => r(code)))
+    cleanup.push(() => server.kill("SIGKILL"))
+    const url = `http://127.0.0.1:${env.PORT}`
+    let health = 0
+    for (let i = 0; i < 300 && health !== 200; i++) {
+      health = await fetch(`${url}/v1/healthz`).then((r) => r.status, () => 0)
+      if (health !== 200) await sleep(100)
+    }
+    expect(health, output).toBe(200)
+    return { server, url, output: () => output, exited }
+  }
+
   it("builds, then runs alone in an empty directory: keys, serve, attest, verify", async () => {
     const built = await run(process.execPath, [join(REPO_ROOT, "scripts", "build-binary.mjs")], { cwd: REPO_ROOT, env: process.env })
     expect(built.code, built.stdout + built.stderr).toBe(0)
@@ -62,19 +80,7 @@ describe("single executable", () => {
     expect(created.code, created.stderr).toBe(0)
     const key = (JSON.parse(created.stdout.trim().split("\n").pop()!) as { key: string }).key
 
-    const server = spawn(exe, ["serve"], { cwd: dir, env, stdio: ["ignore", "pipe", "pipe"] })
-    let output = ""
-    server.stdout.on("data", (c: Buffer) => (output += c.toString()))
-    server.stderr.on("data", (c: Buffer) => (output += c.toString()))
-    const exited = new Promise<number | null>((r) => server.once("exit", (code) => r(code)))
-    cleanup.push(() => server.kill("SIGKILL"))
-    const url = `http://127.0.0.1:${env.PORT}`
-    let health = 0
-    for (let i = 0; i < 300 && health !== 200; i++) {
-      health = await fetch(`${url}/v1/healthz`).then((r) => r.status, () => 0)
-      if (health !== 200) await sleep(100)
-    }
-    expect(health, output).toBe(200)
+    const { server, url, output, exited } = await serve(exe, dir, env)
 
     const attest = (hash_hex: string) =>
       fetch(`${url}/v1/attest`, {
@@ -115,8 +121,8 @@ describe("single executable", () => {
 
     server.kill("SIGTERM")
     expect(await exited).toBe(0)
-    expect(output).not.toContain("only supports loading built-in modules")
-    expect(output).not.toContain("nonce worker stopped")
+    expect(output()).not.toContain("only supports loading built-in modules")
+    expect(output()).not.toContain("nonce worker stopped")
   }, 300_000)
 
   it("refuses a planted native library and a world-writable directory (exit non-zero, nothing loaded)", async () => {
@@ -176,28 +182,16 @@ describe("single executable", () => {
     expect(keyed.code, keyed.stderr).toBe(0)
     const apiKey = (JSON.parse(keyed.stdout.trim().split("\n").pop()!) as { key: string }).key
     const serving = { ...env, PORT: String(await freePort()), HOST: "127.0.0.1" }
-    const server = spawn(exe, ["serve"], { cwd: dir, env: serving, stdio: ["ignore", "pipe", "pipe"] })
-    let output = ""
-    server.stdout.on("data", (c: Buffer) => (output += c.toString()))
-    server.stderr.on("data", (c: Buffer) => (output += c.toString()))
-    const exited = new Promise<number | null>((r) => server.once("exit", (code) => r(code)))
-    cleanup.push(() => server.kill("SIGKILL"))
-    const url = `http://127.0.0.1:${serving.PORT}`
-    let health = 0
-    for (let i = 0; i < 300 && health !== 200; i++) {
-      health = await fetch(`${url}/v1/healthz`).then((r) => r.status, () => 0)
-      if (health !== 200) await sleep(100)
-    }
-    expect(health, output).toBe(200)
+    const { server, url, output, exited } = await serve(exe, dir, serving)
     const attested = await Promise.all(Array.from({ length: 20 }, () =>
       fetch(`${url}/v1/attest`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
         body: JSON.stringify({ hash_hex: randomHex32() })
       }).then(async (r) => ({ status: r.status, body: (await r.json()) as { signing_key_id?: string } }))))
-    expect(attested.map((a) => a.status), output).toEqual(attested.map(() => 201))
+    expect(attested.map((a) => a.status), output()).toEqual(attested.map(() => 201))
     expect(new Set(attested.map((a) => a.body.signing_key_id))).toEqual(new Set([kid]))
     server.kill("SIGTERM")
-    expect(await exited, output).toBe(0)
+    expect(await exited, output()).toBe(0)
   }, 120_000)
 })

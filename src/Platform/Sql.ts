@@ -8,6 +8,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Context, Effect, Layer, Option, Predicate } from "effect"
+import { Socket } from "node:net"
 import pg from "pg"
 import { migrations } from "./migrations/index.js"
 import { prepareSqliteFile } from "./PrivateFiles.js"
@@ -66,31 +67,143 @@ const sqliteLayer = (url: string) => {
 /** How long taking a connection from the pool may wait, a new connection's handshake included. */
 export const CONNECT_TIMEOUT_MS = 5_000
 
+/** A statement outstanding this long makes the watchdog ask whether the server still answers. */
+export const STUCK_AFTER_MS = 3_000
+/** How long the watchdog's probe (a new connection and `SELECT 1`) may take before the server counts as not answering. */
+export const PROBE_TIMEOUT_MS = 2_000
+/** The error of a statement not sent because the server is silent (the watchdog, makePgPool). */
+const SILENT = "the database does not answer: statement not sent"
+
+/**
+ * `SELECT 1` on a connection of its own, bounded by PROBE_TIMEOUT_MS: whether the server (or
+ * the pooler in front of it and a server behind that) answers now. The probe's socket is the
+ * probe's own, destroyed at the deadline: a frozen server never answers its goodbye either.
+ */
+const probe = (url: string, applicationName: string): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const socket = new Socket()
+    const client = new pg.Client({ connectionString: url, application_name: applicationName, stream: () => socket })
+    client.on("error", () => {})
+    let done = false
+    const finish = (answered: boolean) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      socket.destroy()
+      resume(Effect.succeed(answered))
+    }
+    const timer = setTimeout(() => finish(false), PROBE_TIMEOUT_MS)
+    client.connect().then(() => client.query("SELECT 1")).then(() => finish(true), () => finish(false))
+    return Effect.sync(() => finish(false))
+  })
+
 /**
  * A pg pool whose connections carry no session state of their own (PgBouncer in transaction
  * mode hands each transaction to any server connection): no startup parameters beyond
  * application_name (PgBouncer refuses `options` and `statement_timeout` at login), unnamed
  * statements only (node-postgres names one only when asked), and TCP keepalives so a
  * connection to a vanished server fails instead of waiting forever.
+ *
+ * A server that stops answering without closing its connections (a frozen host, a network
+ * partition, a failover that left the old primary's sockets open) would hold every statement
+ * already sent to it until it answers again. A watchdog bounds that: once a second it looks
+ * for statements outstanding over STUCK_AFTER_MS; if there are any, it probes the server on a
+ * new connection (at most once per STUCK_AFTER_MS), and when the probe is not answered within
+ * PROBE_TIMEOUT_MS the server is silent: the watchdog destroys the sockets of every statement
+ * outstanding, and until a probe (one each time round) is answered, a statement is not sent
+ * but fails at once. The callers fail with "Connection terminated" or SILENT (a 503 at the
+ * edge, a pause in a worker); Postgres rolls back the transactions of the destroyed sockets
+ * when it notices they are gone, so nothing is half written. A statement that is merely slow
+ * (a large seal) keeps running: the probe is answered. So whatever waits on a server that
+ * went silent, even behind another statement, fails within about STUCK_AFTER_MS + 1 s +
+ * PROBE_TIMEOUT_MS, and at once while it is known silent; within a second of the server
+ * answering again (the probe in flight is answered then) statements are sent again.
+ * The pool's connections are a Client of this pool's own that notes each statement it sends
+ * (the callback form, which @effect/sql-pg uses) and owns its socket (node-postgres's
+ * `stream` option), so dropping one needs nothing private.
  */
 export const makePgPool = (url: string, options: { readonly max: number; readonly applicationName: string }) =>
-  Effect.acquireRelease(
-    Effect.sync(() => {
-      const pool = new pg.Pool({
-        connectionString: url,
-        max: options.max,
-        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-        idleTimeoutMillis: 10_000,
-        keepAlive: true,
-        keepAliveInitialDelayMillis: 10_000,
-        application_name: options.applicationName
+  Effect.gen(function*() {
+    /** The connections with statements outstanding: when each was sent. */
+    const busy = new Map<WatchedClient, Set<{ readonly at: number }>>()
+    /** Whether the last probe went unanswered: the server is silent until one is answered. */
+    let silent = false
+    class WatchedClient extends pg.Client {
+      readonly socket: Socket
+      constructor(config: pg.ClientConfig = {}) {
+        let socket: Socket | undefined
+        super({ ...config, stream: () => (socket = new Socket()) })
+        this.socket = socket!
+        // A connection that breaks fails its statements; the 'error' it also emits (at a moment no
+        // borrower may be listening, e.g. when the watchdog drops it) must never end the process.
+        this.on("error", () => {})
+      }
+      // pg.Client.query is overloaded; this one signature stands for all of them
+      override query(...args: Array<never>): never {
+        const last = args.length - 1
+        const callback = args[last]
+        // (a query object without a callback, such as a cursor, is not watched)
+        if (typeof callback !== "function") return (super.query as (...a: Array<unknown>) => never)(...args)
+        if (silent) {
+          // not sent: the connection stays as it was, and the caller hears at once
+          const error = new Error(SILENT)
+          queueMicrotask(() => (callback as (e: Error) => void)(error))
+          return undefined as never
+        }
+        const sent = { at: Date.now() }
+        const outstanding = busy.get(this) ?? new Set()
+        outstanding.add(sent)
+        busy.set(this, outstanding)
+        const watched = (...result: Array<unknown>) => {
+          outstanding.delete(sent)
+          if (outstanding.size === 0) busy.delete(this)
+          ;(callback as (...r: Array<unknown>) => void)(...result)
+        }
+        return (super.query as (...a: Array<unknown>) => never)(...args.slice(0, last), watched)
+      }
+    }
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new pg.Pool({
+          connectionString: url,
+          max: options.max,
+          connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+          idleTimeoutMillis: 10_000,
+          keepAlive: true,
+          keepAliveInitialDelayMillis: 10_000,
+          application_name: options.applicationName,
+          Client: WatchedClient
+        })
+        // an idle connection that breaks (a restart) is dropped by the pool; the error is not ours to throw
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
+    )
+    let probedAt = Number.NEGATIVE_INFINITY
+    const watch = Effect.suspend(() => {
+      const now = Date.now()
+      const stuck = [...busy.values()].some((sent) => [...sent].some((s) => s.at <= now - STUCK_AFTER_MS))
+      if (!silent && (!stuck || now - probedAt < STUCK_AFTER_MS)) return Effect.void
+      probedAt = now
+      return Effect.flatMap(probe(url, options.applicationName), (answered) => {
+        const wasSilent = silent
+        silent = !answered
+        if (answered) return wasSilent ? Effect.logInfo("the database answers again") : Effect.void
+        // on a silent server whatever is outstanding is stuck, however recently it was sent
+        const dropped = [...busy.keys()]
+        for (const client of dropped) client.socket.destroy()
+        return wasSilent
+          ? Effect.void
+          : Effect.logWarning(
+            `the database left a statement unanswered for ${STUCK_AFTER_MS / 1000} s and a new connection for ${PROBE_TIMEOUT_MS / 1000} s: ` +
+              `dropped ${dropped.length} connection(s), and drops those that wait on it until it answers (their statements fail and are rolled back)`
+          )
       })
-      // an idle connection that breaks (a restart) is dropped by the pool; the error is not ours to throw
-      pool.on("error", () => {})
-      return pool
-    }),
-    (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
-  )
+    })
+    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(sleepRealTime(1_000), watch)))
+    return pool
+  })
 
 /**
  * A connection whose statements, run outside a transaction, run again when Postgres rolls
@@ -246,7 +359,7 @@ export const isDatabaseUnavailable = (e: unknown): boolean => {
   const code = codeOf(e)
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
   const text = `${e.message} ${e.cause instanceof Error ? e.cause.message : ""}`
-  return /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
+  return /connection terminated|database does not answer|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
 }
 
 /**

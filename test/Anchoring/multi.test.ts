@@ -67,7 +67,7 @@ describe.skipIf(!hasPg)(`${INSTANCES} instances anchoring one Postgres database`
     await sleep(3_000)
     stop = true
     await load
-    expect(log.failed).toBe(0)
+    expect(log.failures).toEqual([])
 
     // Let every batch reach a daily root, then confirm them all.
     await waitFor("every batch anchored", async () =>

@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { createKeyCli, freePort, randomHex32, type ServeEnv, type ServeProcess, startServe } from "../helpers/process.js"
+import { createKeyCli, freePort, postIdempotent, randomHex32, type ServeEnv, type ServeProcess, startServe } from "../helpers/process.js"
 
 const CREATE = "/usr/bin/pg_createcluster"
 const available = existsSync(CREATE)
@@ -51,14 +51,14 @@ describe.skipIf(!available)("Postgres outage (a throwaway cluster)", () => {
     const key = await createKeyCli(env, "attest")
     serve = await startServe(env)
     const attest = (hash: string) =>
-      fetch(`${serve!.url}/v1/attest`, {
+      postIdempotent(`${serve!.url}/v1/attest`, {
         method: "POST",
         headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
         body: JSON.stringify({ hash_hex: hash }),
         signal: AbortSignal.timeout(15_000)
       })
     const verify = (hash: string) =>
-      fetch(`${serve!.url}/v1/verify`, {
+      postIdempotent(`${serve!.url}/v1/verify`, {
         method: "POST",
         headers: { "content-type": "application/json" },
         body: JSON.stringify({ hash_hex: hash }),

@@ -19,11 +19,14 @@ export const t0Payload = (hashHex: string, registeredAt: string, formatVersion: 
 /** Rewrites a DER signature with s > n/2 to the equivalent low-S one (@noble/curves parses strictly: throws on malformed DER). */
 export const normalizeLowS = (der: Uint8Array): Uint8Array => {
   const sig = p256.Signature.fromBytes(der, "der")
-  return sig.hasHighS() ? new p256.Signature(sig.r, p256.Point.Fn.neg(sig.s)).toBytes("der") : der
+  return sig.hasHighS() ? lowS(sig).toBytes("der") : der
 }
 
+/** The low-S one of a signature's two equivalent forms. */
+const lowS = (sig: InstanceType<typeof p256.Signature>) => (sig.hasHighS() ? new p256.Signature(sig.r, p256.Point.Fn.neg(sig.s)) : sig)
+
 /** A raw r‖s signature (64 bytes, as PKCS#11's CKM_ECDSA and WebCrypto return it) as low-S DER. */
-export const compactToLowSDer = (rs: Uint8Array): Uint8Array => normalizeLowS(p256.Signature.fromBytes(rs, "compact").toBytes("der"))
+export const compactToLowSDer = (rs: Uint8Array): Uint8Array => lowS(p256.Signature.fromBytes(rs, "compact")).toBytes("der")
 
 export interface PublicJwk {
   readonly kty: "EC"

@@ -30,9 +30,20 @@ export const makeBatcher = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
   readonly maxBatch: number
   readonly workers: number
+  /**
+   * A worker takes only its share of what is waiting: the waiting items divided among the
+   * workers not running a batch (itself included), so that they work on one each at once
+   * rather than one after the other (signing threads: a batch each). Else it takes all, up to
+   * maxBatch (one transaction with as many as wait).
+   */
+  readonly evenShares?: boolean
 }): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
     const queue = yield* Queue.unbounded<Entry<I, O, E>>()
+    /** Workers not running a batch: waiting for an item, or gathering one. */
+    let free = options.workers
+    const share = (waiting: number) =>
+      options.evenShares === true ? Math.min(options.maxBatch - 1, Math.ceil(waiting / free)) : options.maxBatch - 1
 
     const runBatch = (entries: ReadonlyArray<Entry<I, O, E>>) =>
       Effect.gen(function*() {
@@ -55,8 +66,9 @@ export const makeBatcher = <I, O, E>(options: {
       Effect.gen(function*() {
         const first = yield* restore(Queue.take(queue))
         yield* nextTurn
-        const rest = yield* Queue.takeUpTo(queue, options.maxBatch - 1)
-        yield* runBatch([first, ...rest])
+        const rest = yield* Queue.takeUpTo(queue, share(yield* Queue.size(queue)))
+        free--
+        yield* Effect.ensuring(runBatch([first, ...rest]), Effect.sync(() => free++))
       })
     ).pipe(Effect.forever)
 

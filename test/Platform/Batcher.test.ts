@@ -37,6 +37,43 @@ describe("makeBatcher", () => {
       expect(sizes.reduce((a, b) => a + b, 0)).toBe(30)
     }).pipe(Effect.scoped))
 
+  it.effect("with evenShares, what waits is shared among the free workers, which run at once", () =>
+    Effect.gen(function*() {
+      const batches: Array<ReadonlyArray<number>> = []
+      let running = 0
+      let mostAtOnce = 0
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) =>
+          Effect.async<ReadonlyArray<number>>((resume) => {
+            batches.push(items)
+            mostAtOnce = Math.max(mostAtOnce, ++running)
+            const t = setTimeout(() => (running--, resume(Effect.succeed(items))), 20)
+            return Effect.sync(() => clearTimeout(t))
+          }),
+        maxBatch: 64,
+        workers: 2,
+        evenShares: true
+      })
+      const answers = yield* Effect.all(Array.from({ length: 20 }, (_, i) => submit(i)), { concurrency: "unbounded" })
+      expect(answers).toEqual(Array.from({ length: 20 }, (_, i) => i))
+      // two batches of ten, under way together; without evenShares the first worker took 19
+      expect(batches.map((b) => b.length)).toEqual([10, 10])
+      expect(mostAtOnce).toBe(2)
+    }).pipe(Effect.scoped))
+
+  it.effect("with evenShares, a worker alone takes all that waits, up to maxBatch", () =>
+    Effect.gen(function*() {
+      const sizes: Array<number> = []
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) => Effect.sync(() => (sizes.push(items.length), items)),
+        maxBatch: 8,
+        workers: 1,
+        evenShares: true
+      })
+      yield* Effect.all(Array.from({ length: 20 }, (_, i) => submit(i)), { concurrency: "unbounded" })
+      expect(sizes).toEqual([8, 8, 4])
+    }).pipe(Effect.scoped))
+
   it.effect("a failed batch is retried item by item: only the bad item fails", () =>
     Effect.gen(function*() {
       const submit = yield* makeBatcher({

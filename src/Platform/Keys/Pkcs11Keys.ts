@@ -11,9 +11,9 @@
  * the PIN of ATTESTD_PKCS11_PIN_FILE, and the keys' handles. A semaphore with a permit
  * per session hands out one session per operation. Signatures run in worker threads
  * (ATTESTD_PKCS11_WORKERS, Pkcs11Threads.ts), never on the event loop, since C_Sign waits
- * for the token: the signatures asked for in one turn of the event loop are one batch
- * (Batcher.ts), split in equal shares, one message to each thread with a session and the
- * keys' handles; a thread signs its share one after the other and answers the raw r‖s,
+ * for the token: the signatures asked for in one turn of the event loop are shared among
+ * the threads not signing (Batcher.ts), one message to a thread with a session and the
+ * keys' handles; a thread signs its batch one after the other and answers the raw r‖s,
  * made low-S DER here. Finding and generating keys and the health check run on the main
  * thread.
  *
@@ -324,26 +324,13 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
           )
         }).pipe(Effect.catchAll((reason) => Effect.succeed(requests.map(() => Either.left(reason)))))
 
-      /** The signatures asked for in one turn, in equal shares, one message to each thread. */
-      const signBatch = (requests: ReadonlyArray<SignRequest>) => {
-        const shares = Math.min(settings.workers, requests.length)
-        // one share needs no fiber of its own: forking and joining one costs a turn of the scheduler each
-        if (shares === 1) return signOnThread(requests)
-        return Effect.map(
-          Effect.forEach(
-            Array.from({ length: shares }, (_, i) => requests.slice(Math.floor((i * requests.length) / shares), Math.floor(((i + 1) * requests.length) / shares))),
-            signOnThread,
-            { concurrency: "unbounded" }
-          ),
-          (outcomes) => outcomes.flat()
-        )
-      }
-
-      // One batch at a time: while the threads sign it, the next one gathers.
+      // A batch per thread at once: while the threads sign, the signatures they answered are
+      // made DER and their next batches gather.
       const signInThread = yield* makeBatcher<SignRequest, Either.Either<Uint8Array, string>, never>({
-        process: signBatch,
-        maxBatch: settings.workers * MAX_BATCH,
-        workers: 1
+        process: signOnThread,
+        maxBatch: MAX_BATCH,
+        workers: settings.workers,
+        evenShares: true
       })
 
       const heldKey = (key: TokenKey): HeldKey => ({

@@ -41,11 +41,42 @@ export type SignOutcome = Uint8Array | string
 /** Bytes of a P-256 signature's raw r‖s, as CKM_ECDSA returns it. */
 const RS_BYTES = 64
 
+/** Bytes of a SHA-256 digest. */
+const DIGEST_BYTES = 32
+
 /**
- * The thread's program. It answers each `{ session, items }` with the items' r‖s, one after
- * the other in one buffer (transferred, not copied), and the errors of those that failed by
- * index (C_SignInit + C_Sign with CKM_ECDSA; the raw addon's C_Sign returns the length it
- * wrote), and says "ready" once the addon and the module are loaded.
+ * What a thread is sent for a batch: the session, the batch's distinct key handles, the index
+ * of each item's handle among them, and the items' digests one after the other in one buffer
+ * (transferred, not copied). A digest or handle of its own per item would be cloned with the
+ * whole pooled buffer it is a view of.
+ */
+interface Batch {
+  readonly session: Uint8Array
+  readonly keys: ReadonlyArray<Uint8Array>
+  readonly which: Uint16Array
+  readonly digests: Uint8Array
+}
+
+/** The batch of `items`, and the buffer of its digests to transfer. */
+const batchOf = (session: Uint8Array, items: ReadonlyArray<SignItem>): { readonly batch: Batch; readonly transfer: ArrayBuffer } => {
+  const keys: Array<Uint8Array> = []
+  const which = new Uint16Array(items.length)
+  const transfer = new ArrayBuffer(DIGEST_BYTES * items.length)
+  const digests = new Uint8Array(transfer)
+  items.forEach(({ key, digest }, i) => {
+    let k = keys.findIndex((known) => known.length === key.length && known.every((b, j) => b === key[j]))
+    if (k === -1) k = keys.push(Uint8Array.from(key)) - 1
+    which[i] = k
+    digests.set(digest, DIGEST_BYTES * i)
+  })
+  return { batch: { session: Uint8Array.from(session), keys, which, digests }, transfer }
+}
+
+/**
+ * The thread's program. It answers each Batch with the items' r‖s, one after the other in one
+ * buffer (transferred, not copied), and the errors of those that failed by index (C_SignInit +
+ * C_Sign with CKM_ECDSA; the raw addon's C_Sign returns the length it wrote), and says "ready"
+ * once the addon and the module are loaded.
  */
 const PROGRAM = `
 const { parentPort, workerData } = require("node:worker_threads")
@@ -53,18 +84,21 @@ const addon = require("node:module").createRequire(workerData.addon)(workerData.
 const pkcs11 = new addon.PKCS11()
 pkcs11.load(workerData.module)
 const ecdsa = { mechanism: addon.CKM_ECDSA }
-parentPort.on("message", ({ session, items }) => {
-  const signatures = Buffer.alloc(${RS_BYTES} * items.length)
+parentPort.on("message", ({ session, keys, which, digests }) => {
+  const handles = keys.map((k) => Buffer.from(k.buffer, k.byteOffset, k.length))
+  const sessionHandle = Buffer.from(session.buffer, session.byteOffset, session.length)
+  const signatures = Buffer.alloc(${RS_BYTES} * which.length)
   const errors = []
-  items.forEach(({ key, digest }, i) => {
+  for (let i = 0; i < which.length; i++) {
     try {
-      pkcs11.C_SignInit(session, ecdsa, key)
-      const length = pkcs11.C_Sign(session, digest, signatures.subarray(${RS_BYTES} * i, ${RS_BYTES} * (i + 1)))
+      pkcs11.C_SignInit(sessionHandle, ecdsa, handles[which[i]])
+      const digest = Buffer.from(digests.buffer, digests.byteOffset + ${DIGEST_BYTES} * i, ${DIGEST_BYTES})
+      const length = pkcs11.C_Sign(sessionHandle, digest, signatures.subarray(${RS_BYTES} * i, ${RS_BYTES} * (i + 1)))
       if (length !== ${RS_BYTES}) errors.push([i, "C_Sign returned " + length + " bytes, not the ${RS_BYTES} of a P-256 r‖s"])
     } catch (e) {
       errors.push([i, String(e instanceof Error ? e.message : e).split("\\n")[0]])
     }
-  })
+  }
   parentPort.postMessage({ signatures, errors }, [signatures.buffer])
 })
 parentPort.postMessage("ready")
@@ -185,7 +219,10 @@ export const makeSigningThreads = (options: {
     const sign = (session: Uint8Array, items: ReadonlyArray<SignItem>) =>
       onSlot((slot) =>
         Effect.flatMap(running(slot), (worker) =>
-          reply<Answer>(worker, () => worker.postMessage({ session, items }), timeoutMillis).pipe(
+          reply<Answer>(worker, () => {
+            const { batch, transfer } = batchOf(session, items)
+            worker.postMessage(batch, [transfer])
+          }, timeoutMillis).pipe(
             Effect.map((answer) => outcomesOf(items.length, answer)),
             Effect.tapError(() =>
               Effect.suspend(() => {

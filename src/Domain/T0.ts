@@ -19,7 +19,8 @@ export const t0Payload = (hashHex: string, registeredAt: string, formatVersion: 
 /** Rewrites a DER signature with s > n/2 to the equivalent low-S one (@noble/curves parses strictly: throws on malformed DER). */
 export const normalizeLowS = (der: Uint8Array): Uint8Array => {
   const sig = p256.Signature.fromBytes(der, "der")
-  return sig.hasHighS() ? lowS(sig).toBytes("der") : der
+  const low = lowS(sig)
+  return low === sig ? der : low.toBytes("der")
 }
 
 /** The low-S one of a signature's two equivalent forms. */

@@ -359,7 +359,8 @@ export const isDatabaseUnavailable = (e: unknown): boolean => {
   const code = codeOf(e)
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
   const text = `${e.message} ${e.cause instanceof Error ? e.cause.message : ""}`
-  return /connection terminated|database does not answer|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
+  return text.includes(SILENT) ||
+    /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
 }
 
 /**

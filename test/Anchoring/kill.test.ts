@@ -118,7 +118,7 @@ for (const dialect of await dialects()) {
         console.log(
           `[kill ${dialect}] ${ITERATIONS} kills in ${Date.now() - started} ms: ${final.attestations} attestations, ${final.batches} batches, ` +
             `${final.dailyRoots} daily roots, ${final.attempts} submission attempts, ${cal.submissions} calendar submissions, ` +
-            `${cal.blockHeaders().size} blocks; ${log.failed} failed requests; all at T2 ${drainedMs} ms after the last start; ` +
+            `${cal.blockHeaders().size} blocks; ${log.failures.length} failed requests; all at T2 ${drainedMs} ms after the last start; ` +
             `after each kill: ${states.join(" | ")}`
         )
       } catch (e) {

@@ -95,7 +95,7 @@ for (const dialect of await dialects()) {
       expect(snap.attestations).toBeLessThanOrEqual(log.sent)
       console.log(
         `[kill ${dialect}] ${kills.length} kills after ${kills.join(",")} ms; ${log.acked.size} acknowledged, ` +
-          `${snap.attestations} stored, ${snap.batches} batches, ${log.failed} failed requests, ${Date.now() - started} ms`
+          `${snap.attestations} stored, ${snap.batches} batches, ${log.failures.length} failed requests, ${Date.now() - started} ms`
       )
     }, 180_000)
   })

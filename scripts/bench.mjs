@@ -371,7 +371,7 @@ const softToken = () => {
 
 /**
  * Signatures per second of one key of each custody, as the Signer calls it (an Effect per
- * signature: SHA-256 and ECDSA, DER, low-S), with 1, 4 and 16 in flight (the token's signing
+ * signature: SHA-256 and ECDSA, DER, low-S), with 1, 4, 16 and 64 in flight (the token's signing
  * threads: ATTESTD_PKCS11_WORKERS, default 2); and the binding alone (C_SignInit + C_Sign,
  * synchronous, on the event loop), to show what the threads and Effect add.
  */
@@ -393,7 +393,7 @@ const signatureRates = async (token, seconds) => {
     const runtime = ManagedRuntime.make(layer)
     try {
       const key = await runtime.runPromise(Effect.flatMap(KeyCustody, (c) => c.generate("t0", Date.now())))
-      for (const concurrency of [1, 4, 16]) {
+      for (const concurrency of [1, 4, 16, 64]) {
         const batch = Effect.forEach(Array.from({ length: 200 }), () => key.sign(message), { concurrency, discard: true })
         await runtime.runPromise(batch) // warm-up
         let n = 0

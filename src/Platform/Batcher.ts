@@ -2,81 +2,107 @@
  * Group commit: items submitted by many fibers are handled together, so concurrent
  * attests share one transaction (and one fsync on SQLite) instead of one each.
  *
- * A queue and `workers` fibers: a worker takes the first waiting item, waits for the
- * next turn of the event loop (so the requests node reads from other sockets in this
- * turn join: a fiber woken by the first one would otherwise run before node reads the
- * second), then takes up to `maxBatch` of what is waiting as one batch. While a batch
- * runs, the next one forms. The turn is setImmediate, not the Effect clock, so
- * TestClock never holds a batch.
+ * Items wait in a list; a batch starts on the turn of the event loop after the one its
+ * first item came in (so the requests node reads from other sockets in this turn join: a
+ * fiber woken by the first one would otherwise run before node reads the second), as a
+ * fiber of its own, and takes up to `maxBatch` of what waits. At most `workers` batches run
+ * at once; while they run, the next ones form. The turn is setImmediate, not the Effect
+ * clock, so TestClock never holds a batch.
+ *
+ * A submitter waits in `Effect.async`, resumed with its item's outcome: no Deferred or
+ * queue per item, which cost more than a signature of a PKCS#11 batch.
  *
  * A batch that fails is retried item by item, so one bad item fails only its own
  * request. A batch under way finishes before the scope closes (it may hold a
  * transaction); items still waiting then are interrupted.
  */
-import { Cause, Deferred, Effect, Exit, Queue, type Scope } from "effect"
-
-/** The next turn of the event loop, after the I/O callbacks of this one. */
-const nextTurn = Effect.async<void>((resume) => {
-  const timer = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(timer))
-})
+import { Cause, Effect, Exit, Fiber, FiberId, Runtime, type Scope } from "effect"
 
 interface Entry<I, O, E> {
   readonly item: I
-  readonly done: Deferred.Deferred<O, E>
+  readonly resume: (outcome: Exit.Exit<O, E>) => void
 }
 
 export const makeBatcher = <I, O, E>(options: {
   readonly process: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
   readonly maxBatch: number
+  /** How many batches may run at once. */
   readonly workers: number
   /**
-   * A worker takes only its share of what is waiting: the waiting items divided among the
-   * workers not running a batch (itself included), so that they work on one each at once
-   * rather than one after the other (signing threads: a batch each). Else it takes all, up to
-   * maxBatch (one transaction with as many as wait).
+   * A batch takes only its share of what is waiting: the waiting items divided among the
+   * batches that may still start, so that they run on one each at once rather than one
+   * after the other (signing threads: a batch each). Else it takes all, up to maxBatch (one
+   * transaction with as many as wait).
    */
   readonly evenShares?: boolean
 }): Effect.Effect<(item: I) => Effect.Effect<O, E>, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<Entry<I, O, E>>()
-    /** Workers not running a batch: waiting for an item, or gathering one. */
+    const runFork = Runtime.runFork(yield* Effect.runtime<never>())
+    const waiting: Array<Entry<I, O, E>> = []
+    const running = new Set<Fiber.RuntimeFiber<void>>()
+    /** Batches that may still start. */
     let free = options.workers
-    const share = (waiting: number) =>
-      options.evenShares === true ? Math.min(options.maxBatch - 1, Math.ceil(waiting / free)) : options.maxBatch - 1
+    let turnAsked = false
+    let closed = false
+
+    const share = () =>
+      options.evenShares === true ? Math.min(options.maxBatch, Math.ceil(waiting.length / free)) : options.maxBatch
 
     const runBatch = (entries: ReadonlyArray<Entry<I, O, E>>) =>
       Effect.gen(function*() {
         const exit = yield* Effect.exit(options.process(entries.map((e) => e.item)))
         if (Exit.isSuccess(exit)) {
-          yield* Effect.forEach(entries, (e, i) => Deferred.succeed(e.done, exit.value[i]!), { discard: true })
+          entries.forEach((e, i) => e.resume(Exit.succeed(exit.value[i]!)))
         } else if (entries.length === 1 || Cause.isInterruptedOnly(exit.cause)) {
-          yield* Effect.forEach(entries, (e) => Deferred.failCause(e.done, exit.cause), { discard: true })
+          for (const e of entries) e.resume(Exit.failCause(exit.cause))
         } else {
           // The batch rolled back: each item alone, answered with its own outcome.
           for (const e of entries) {
             const own = yield* Effect.exit(options.process([e.item]))
-            yield* Deferred.done(e.done, Exit.map(own, (out) => out[0]!))
+            e.resume(Exit.map(own, (out) => out[0]!))
           }
         }
       })
 
-    // Waiting for work can be interrupted; a batch once taken is answered.
-    const worker = Effect.uninterruptibleMask((restore) =>
-      Effect.gen(function*() {
-        const first = yield* restore(Queue.take(queue))
-        yield* nextTurn
-        const rest = yield* Queue.takeUpTo(queue, share(yield* Queue.size(queue)))
+    /** Starts what may start of what waits: on the next turn, so that this turn's items join. */
+    const askTurn = () => {
+      if (turnAsked || closed || free === 0 || waiting.length === 0) return
+      turnAsked = true
+      setImmediate(startBatches)
+    }
+
+    const startBatches = () => {
+      turnAsked = false
+      while (!closed && free > 0 && waiting.length > 0) {
+        const entries = waiting.splice(0, share())
         free--
-        yield* Effect.ensuring(runBatch([first, ...rest]), Effect.sync(() => free++))
-      })
-    ).pipe(Effect.forever)
+        const fiber = runFork(Effect.uninterruptible(runBatch(entries)))
+        running.add(fiber)
+        fiber.addObserver(() => {
+          running.delete(fiber)
+          free++
+          askTurn()
+        })
+      }
+    }
 
     yield* Effect.addFinalizer(() =>
-      Effect.flatMap(Queue.takeAll(queue), (left) => Effect.forEach(left, (e) => Deferred.interrupt(e.done), { discard: true }))
+      Effect.suspend(() => {
+        closed = true
+        for (const e of waiting.splice(0)) e.resume(Exit.interrupt(FiberId.none))
+        return Fiber.awaitAll([...running])
+      })
     )
-    yield* Effect.forkScoped(Effect.all(Array.from({ length: options.workers }, () => worker), { concurrency: "unbounded" }))
 
     return (item: I) =>
-      Effect.flatMap(Deferred.make<O, E>(), (done) => Effect.zipRight(Queue.offer(queue, { item, done }), Deferred.await(done)))
+      Effect.async<O, E>((resume) => {
+        const entry: Entry<I, O, E> = { item, resume }
+        if (closed) return resume(Exit.interrupt(FiberId.none))
+        waiting.push(entry)
+        askTurn()
+        return Effect.sync(() => {
+          const at = waiting.indexOf(entry)
+          if (at >= 0) waiting.splice(at, 1)
+        })
+      })
   })

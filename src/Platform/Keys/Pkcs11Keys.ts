@@ -25,7 +25,7 @@
  * and the health check says so.
  */
 import { Clock, Duration, Effect, Either, Layer, SynchronizedRef } from "effect"
-import { createHash, createPublicKey, randomUUID } from "node:crypto"
+import { createPublicKey, hash, randomUUID } from "node:crypto"
 import type { Worker } from "node:worker_threads"
 import * as asn1js from "asn1js"
 import { ServiceUnavailable } from "../../Domain/Errors.js"
@@ -339,7 +339,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
         jwk: key.jwk,
         createdAt: undefined,
         sign: (message) =>
-          Effect.suspend(() => signInThread({ key, digest: createHash("sha256").update(message).digest() })).pipe(
+          Effect.suspend(() => signInThread({ key, digest: hash("sha256", message, "buffer") })).pipe(
             Effect.flatMap(Either.match({
               onLeft: (reason) => Effect.fail(unavailable(reason)),
               onRight: (rs) => Effect.succeed(compactToLowSDer(rs))

@@ -360,7 +360,7 @@ export const isDatabaseUnavailable = (e: unknown): boolean => {
   if (code !== undefined && (UNAVAILABLE_CODES.has(code) || code.startsWith("08"))) return true
   const text = `${e.message} ${e.cause instanceof Error ? e.cause.message : ""}`
   return text.includes(SILENT) ||
-    /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect|query_wait_timeout|server conn crashed|server login/i.test(text)
+    /connection terminated|connection timed out|failed to connect|timeout exceeded when trying to connect|not queryable|query read timeout|query_wait_timeout|server conn crashed|server login/i.test(text)
 }
 
 /**

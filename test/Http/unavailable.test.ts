@@ -16,7 +16,7 @@ const withCode = (message: string, code: string) => Object.assign(new Error(mess
 
 describe("a database that cannot be reached", () => {
   it("is a 503 with Retry-After, whether the handler failed or died with it", async () => {
-    for (const cause of [withCode("connect ECONNREFUSED 127.0.0.1:5432", "ECONNREFUSED"), withCode("terminating connection due to administrator command", "57P01"), withCode("connection failure", "08006"), new Error("Connection terminated unexpectedly")]) {
+    for (const cause of [withCode("connect ECONNREFUSED 127.0.0.1:5432", "ECONNREFUSED"), withCode("terminating connection due to administrator command", "57P01"), withCode("connection failure", "08006"), new Error("Connection terminated unexpectedly"), new Error("Client has encountered a connection error and is not queryable"), new Error("Client was closed and is not queryable")]) {
       for (const failed of [Cause.die(sqlError(cause)), Cause.fail(sqlError(cause))]) {
         const e = await Effect.runPromise(failureError(failed, []))
         expect(e._tag).toBe("ServiceUnavailable")

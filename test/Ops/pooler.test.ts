@@ -347,6 +347,8 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
   const outageLoad = () => {
     const acked = new Map<string, string>()
     const statuses = new Map<number, number>()
+    /** What each answer other than 201 or 503 said, with the server's error lines, for the assertion's message. */
+    const unexpected: Array<string> = []
     let slowest = 0
     let missingRetryAfter = 0
     let backAt = Infinity
@@ -360,6 +362,7 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
         const body = (await res.json()) as { id?: string; code?: string }
         slowest = Math.max(slowest, Date.now() - started)
         statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1)
+        if (res.status !== 201 && res.status !== 503) unexpected.push(`${res.status} ${JSON.stringify(body)}`)
         if (res.status === 201) {
           acked.set(hash, body.id!)
           if (started > backAt) firstAckAfterBack = Math.min(firstAckAfterBack, Date.now() - backAt)
@@ -374,6 +377,8 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
     return {
       acked,
       statuses,
+      /** The unexpected answers and every error line the API instances logged. */
+      unexpected: () => [...unexpected, ...apis.flatMap((a) => a.output().split("\n").filter((l) => l.includes("\"level\":\"error\"")))].join("\n"),
       slowest: () => slowest,
       missingRetryAfter: () => missingRetryAfter,
       firstAckAfterBack: () => firstAckAfterBack,
@@ -424,7 +429,7 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
         `health back ${recoveredMs} ms and the first 201 ${load.firstAckAfterBack()} ms after the cluster started, ${load.acked.size} acknowledged`
     )
     expect(load.slowest()).toBeLessThan(10_000)
-    expect([...load.statuses.keys()].sort()).toEqual([201, 503])
+    expect([...load.statuses.keys()].sort(), load.unexpected()).toEqual([201, 503])
     expect(load.missingRetryAfter()).toBe(0)
     // the workers paused and resumed by themselves, once each per loop, no restart
     for (const w of workers) {
@@ -458,7 +463,7 @@ describe.skipIf(!available)("Postgres behind PgBouncer in transaction mode (a th
         `the first 201 ${load.firstAckAfterBack()} ms after it thawed, ${load.acked.size} acknowledged`
     )
     expect(load.slowest()).toBeLessThan(10_000)
-    expect([...load.statuses.keys()].sort()).toEqual([201, 503])
+    expect([...load.statuses.keys()].sort(), load.unexpected()).toEqual([201, 503])
     expect(load.missingRetryAfter()).toBe(0)
     // the API instances' watchdogs dropped the connections the frozen server held
     expect(apis.some((a) => /left a statement unanswered/.test(a.output()))).toBe(true)

@@ -1,8 +1,8 @@
 /**
  * Group commit (src/Platform/Batcher.ts): items submitted in one turn of the event
  * loop are handled as one batch; a failed batch is retried item by item, so one bad
- * item fails only itself; closing the scope answers a batch under way and interrupts
- * what still waits. TestClock holds nothing: the batch forms on the next real turn.
+ * item fails only itself; an item given up before its batch starts is not in it;
+ * closing the scope answers a batch under way and interrupts what still waits. TestClock holds nothing: the batch forms on the next real turn.
  */
 import { it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Scope } from "effect"
@@ -84,6 +84,25 @@ describe("makeBatcher", () => {
       const exits = yield* Effect.all([10, 11, 13, 14].map((n) => Effect.exit(submit(n))), { concurrency: "unbounded" })
       expect(exits.map((e) => (Exit.isSuccess(e) ? e.value : "failed"))).toEqual([10, 11, "failed", 14])
       expect(Exit.isFailure(exits[2]!) && JSON.stringify(exits[2].cause)).toContain("bad 1")
+    }).pipe(Effect.scoped))
+
+  it.effect("an item whose fiber is interrupted before its batch starts is left out of it", () =>
+    Effect.gen(function*() {
+      const batches: Array<ReadonlyArray<number>> = []
+      const submit = yield* makeBatcher({
+        process: (items: ReadonlyArray<number>) => Effect.sync(() => (batches.push(items), items)),
+        maxBatch: 64,
+        workers: 1
+      })
+      const kept = yield* Effect.fork(submit(1))
+      const dropped = yield* Effect.fork(submit(2))
+      const also = yield* Effect.fork(submit(3))
+      yield* Effect.yieldNow()
+      // still this turn of the event loop: the batch has not started
+      yield* Fiber.interrupt(dropped)
+      expect(yield* Fiber.join(kept)).toBe(1)
+      expect(yield* Fiber.join(also)).toBe(3)
+      expect(batches).toEqual([[1, 3]])
     }).pipe(Effect.scoped))
 
   it.effect("closing finishes the batch under way and interrupts what still waits", () =>

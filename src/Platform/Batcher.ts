@@ -41,12 +41,12 @@ export const makeBatcher = <I, O, E>(options: {
     const waiting: Array<Entry<I, O, E>> = []
     const running = new Set<Fiber.RuntimeFiber<void>>()
     /** Batches that may still start. */
-    let free = options.workers
+    const free = () => options.workers - running.size
     let turnAsked = false
     let closed = false
 
     const share = () =>
-      options.evenShares === true ? Math.min(options.maxBatch, Math.ceil(waiting.length / free)) : options.maxBatch
+      options.evenShares === true ? Math.min(options.maxBatch, Math.ceil(waiting.length / free())) : options.maxBatch
 
     const runBatch = (entries: ReadonlyArray<Entry<I, O, E>>) =>
       Effect.gen(function*() {
@@ -66,21 +66,19 @@ export const makeBatcher = <I, O, E>(options: {
 
     /** Starts what may start of what waits: on the next turn, so that this turn's items join. */
     const askTurn = () => {
-      if (turnAsked || closed || free === 0 || waiting.length === 0) return
+      if (turnAsked || closed || free() === 0 || waiting.length === 0) return
       turnAsked = true
       setImmediate(startBatches)
     }
 
     const startBatches = () => {
       turnAsked = false
-      while (!closed && free > 0 && waiting.length > 0) {
+      while (!closed && free() > 0 && waiting.length > 0) {
         const entries = waiting.splice(0, share())
-        free--
         const fiber = runFork(Effect.uninterruptible(runBatch(entries)))
         running.add(fiber)
         fiber.addObserver(() => {
           running.delete(fiber)
-          free++
           askTurn()
         })
       }

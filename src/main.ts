@@ -14,13 +14,13 @@ import { AttestationListLive } from "./Attestations/List.js"
 import { ApiKeyRepo } from "./Auth/ApiKeyRepo.js"
 import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
+import { RequestMetas } from "./Auth/RequestMeta.js"
 import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { PublicLimit } from "./Auth/PublicLimit.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
-import { RequestMetas } from "./Server/AccessLog.js"
 import { NodeServerLive } from "./Server/Server.js"
 import { PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
@@ -167,7 +167,8 @@ export const ServicesLive = (config: AppConfigShape) =>
       // one public limit (its memory of full windows) over the one limiter
       PublicLimit.Default.pipe(Layer.provideMerge(dialectOf(config.databaseUrl) === "pg" ? RateLimiter.sql : RateLimiter.memory)),
       KeyCacheLive(config),
-      ClockLive(config)
+      ClockLive(config),
+      RequestMetas.Default
     ))
   )
 
@@ -232,7 +233,7 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       limits: { server: config.server, trustProxy: config.trustProxy },
       requestServices: edgeServices
     }))
-  ))).pipe(Layer.provide(RequestMetas.layer))
+  )))
   // Tracing is opt-in (ATTESTD_TRACING=1): off, no request or SQL statement opens a span.
   const served = tracing ? http : HttpMiddleware.withTracerDisabledWhen(http, () => true)
   return Layer.merge(served, MetricsServerLive).pipe(

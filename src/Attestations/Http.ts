@@ -6,7 +6,7 @@ import { requireAnyScope, requireScope } from "../Auth/Http.js"
 import { hasScope } from "../Auth/Domain.js"
 import { Quota } from "../Auth/Quota.js"
 import { PublicLimit } from "../Auth/PublicLimit.js"
-import { currentRequestMeta } from "../Auth/RequestMeta.js"
+import { RequestMetas } from "../Auth/RequestMeta.js"
 import { AuthError } from "../Domain/Errors.js"
 import { T0_ALGORITHM, t0Payload } from "../Domain/T0.js"
 import { formatMillis } from "../Domain/Time.js"
@@ -123,6 +123,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
   Effect.gen(function*() {
     const auth = yield* Authenticator
     const publicLimit = yield* PublicLimit
+    const metas = yield* RequestMetas
 
     const reads = yield* PublicReads
     const statuses = yield* StatusReads
@@ -145,7 +146,7 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
           const request = yield* HttpServerRequest.HttpServerRequest
           const detailed = payload.detailed === true
           // The public limit counts hashes here: the edge counted the request as one.
-          yield* publicLimit.charge(yield* currentRequestMeta, payload.hashes.length - 1)
+          yield* publicLimit.charge(yield* metas.current, payload.hashes.length - 1)
           let key = yield* auth.optionalKey(request.headers.authorization)
           if (detailed) {
             const presented = bearerCredential(request.headers.authorization)

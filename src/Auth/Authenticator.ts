@@ -5,7 +5,7 @@
 import { Clock, Effect, Option } from "effect"
 import { AuthError, Forbidden, RateLimited } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
-import { currentRequestMeta, type RequestMetaShape } from "./RequestMeta.js"
+import { RequestMetas, type RequestMetaShape } from "./RequestMeta.js"
 import type { Principal } from "./Api.js"
 import { ApiKeyRepo } from "./ApiKeyRepo.js"
 import { ipAllowed } from "../Platform/ClientAddress.js"
@@ -48,6 +48,7 @@ export class Authenticator extends Effect.Service<Authenticator>()("Auth/Authent
     const config = yield* AppConfig
     const limiter = yield* RateLimiter
     const publicLimit = yield* PublicLimit
+    const currentRequestMeta = (yield* RequestMetas).current
 
     /** 403 for a key restricted to another environment or to other addresses, else undefined. */
     const keyRefusal = (key: ApiKey, clientIp: string): Forbidden | undefined => {

@@ -4,17 +4,17 @@
  */
 import { Effect, Either, Layer, Redacted } from "effect"
 import { Forbidden } from "../Domain/Errors.js"
-import { currentRequestMeta } from "./RequestMeta.js"
+import { RequestMetas } from "./RequestMeta.js"
 import { Authentication, CurrentPrincipal, type Principal } from "./Api.js"
 import { Authenticator } from "./Authenticator.js"
 import { type ApiKey, hasScope, type Scope } from "./Domain.js"
 
 export const AuthenticationLive = Layer.effect(
   Authentication,
-  Effect.map(Authenticator, (auth) => ({
+  Effect.map(Effect.all([Authenticator, RequestMetas]), ([auth, metas]) => ({
     // The edge has already authenticated requests with a body (before reading it): count them once.
     bearer: (token: Redacted.Redacted<string>) =>
-      Effect.flatMap(currentRequestMeta, (meta) =>
+      Effect.flatMap(metas.current, (meta) =>
         meta.principal !== undefined ? Effect.succeed(meta.principal) : auth.authenticate(Redacted.value(token).trim()))
   }))
 )

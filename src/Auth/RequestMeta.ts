@@ -1,8 +1,10 @@
 /**
- * Per-request facts gathered at the edge (request id, client address) and the
- * rate-limit verdict that the edge writes back as X-RateLimit-* headers.
+ * Per-request facts gathered as a request arrives (request id, client address,
+ * route path) and the rate-limit verdict that the edge writes back as
+ * X-RateLimit-* headers.
  */
-import { Context, Effect, Option } from "effect"
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, Option } from "effect"
 import type { Principal } from "./Api.js"
 import type { RateLimitInfo } from "../Domain/Errors.js"
 
@@ -10,6 +12,8 @@ export interface RequestMetaShape {
   readonly requestId: string
   readonly clientIp: string
   readonly path: string
+  /** The request target as it arrived (with its /v1 prefix, when given). */
+  readonly target: string
   /** The route template the access log and metrics count the request under (Server/Routes.ts routeTemplate). */
   route?: string | undefined
   rateLimit: RateLimitInfo | undefined
@@ -19,11 +23,38 @@ export interface RequestMetaShape {
   principal?: Principal | undefined
   /** Set once the request was counted against the public limit of its address (it is counted once). */
   publicCharged?: boolean | undefined
+  /** The CORS headers its response carries (none without an Origin), decided by the edge. */
+  cors?: Readonly<Record<string, string>> | undefined
 }
 
-export class RequestMeta extends Context.Tag("Auth/RequestMeta")<RequestMeta, RequestMetaShape>() {}
+/** The meta of a request that did not arrive through the server: a handler called directly (tests). */
+const detached = (): RequestMetaShape => ({ requestId: "-", clientIp: "", path: "", target: "", rateLimit: undefined })
 
-const fallback: RequestMetaShape = { requestId: "-", clientIp: "", path: "", rateLimit: undefined }
-
-/** The current request's meta, or an inert one outside a request (tests calling handlers directly). */
-export const currentRequestMeta = Effect.map(Effect.serviceOption(RequestMeta), Option.getOrElse(() => fallback))
+/**
+ * The meta of each request in flight, by the request node received (the platform's
+ * request keeps it as its `source`). The server's listener keeps it as the request
+ * arrives (Server/Edge.ts arrival); the edge, the handlers and the access log read it.
+ * Reading it from the request's own fiber context costs no provide per request.
+ */
+export class RequestMetas extends Effect.Service<RequestMetas>()("Auth/RequestMetas", {
+  sync: () => {
+    const metas = new WeakMap<object, RequestMetaShape>()
+    const of = (source: unknown): RequestMetaShape | undefined =>
+      typeof source === "object" && source !== null ? metas.get(source) : undefined
+    return {
+      arrived: (source: object, meta: RequestMetaShape): void => {
+        metas.set(source, meta)
+      },
+      of,
+      /** Forgets a request whose response is over (the access log has read it). */
+      done: (source: object): void => {
+        metas.delete(source)
+      },
+      /** The current request's meta, or a detached one outside a request. */
+      current: Effect.map(
+        Effect.serviceOption(HttpServerRequest.HttpServerRequest),
+        (request): RequestMetaShape => (Option.isSome(request) ? of(request.value.source) : undefined) ?? detached()
+      )
+    }
+  }
+}) {}

@@ -8,7 +8,7 @@ import { type ApiKey, digestsEqual, hashSecret, type Scope } from "../Auth/Domai
 import { RateLimiter } from "../Auth/RateLimiter.js"
 import { AuthError, Forbidden, NotFound, RateLimited, ValidationError } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
-import { currentRequestMeta } from "../Auth/RequestMeta.js"
+import { RequestMetas } from "../Auth/RequestMeta.js"
 import { AppConfig } from "../Platform/Config.js"
 import { Signer } from "../Platform/Signer.js"
 import {
@@ -166,6 +166,7 @@ export const DerivedListsPublicLive = HttpApiBuilder.group(Api, "derivedListsPub
   Effect.gen(function*() {
     const repo = yield* CensusRepo
     const limiter = yield* RateLimiter
+    const metas = yield* RequestMetas
 
     const liveList = (id: string) => liveListOf(repo, id)
 
@@ -173,7 +174,7 @@ export const DerivedListsPublicLive = HttpApiBuilder.group(Api, "derivedListsPub
       .handle("match", ({ path, payload }) =>
         Effect.gen(function*() {
           const l = yield* liveList(path.list_id)
-          const meta = yield* currentRequestMeta
+          const meta = yield* metas.current
           const at = formatMillis(yield* Clock.currentTimeMillis)
           const log = (outcome: string, matched: number | null, total: number | null) =>
             Effect.orDie(repo.logAccess(l.id, { at, clientIp: meta.clientIp, outcome, matched, total }))

@@ -10,7 +10,7 @@ import { requireScope } from "../Auth/Http.js"
 import type { Scope } from "../Auth/Domain.js"
 import { AuthError, Forbidden } from "../Domain/Errors.js"
 import { formatMillis } from "../Domain/Time.js"
-import { currentRequestMeta } from "../Auth/RequestMeta.js"
+import { RequestMetas } from "../Auth/RequestMeta.js"
 import { ShareTokenRepo } from "../Auth/ShareTokenRepo.js"
 
 export const readerKeyId = (a: Attestation, scope: Scope) =>
@@ -26,7 +26,7 @@ export const readerKeyId = (a: Attestation, scope: Scope) =>
     if (!(yield* Effect.orDie(repo.consume(token.id, now)))) {
       return yield* new AuthError({ message: "share token is expired, revoked or exhausted" })
     }
-    const meta = yield* currentRequestMeta
+    const meta = yield* (yield* RequestMetas).current
     yield* Effect.orDie(repo.logAccess(token.id, { at: now, client_ip: meta.clientIp, attestation_id: a.id, path: meta.path }))
     return token.apiKeyId
   })

@@ -5,17 +5,12 @@
  * method, route, status, duration and the id of the API key — never the key,
  * a token, or a body.
  */
-import { Context, Effect, Layer, LogLevel } from "effect"
+import { Effect, LogLevel } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { directLogger } from "../Platform/Logging.js"
 import { type HttpLabels, httpLabels, recordHttpLabelled } from "../Platform/Metrics.js"
 import { apiRoutes, routeTemplate } from "./Routes.js"
-import type { RequestMetaShape } from "../Auth/RequestMeta.js"
-
-/** The meta of each request in flight, written by the edge and read by the access log once the response ends. */
-export class RequestMetas extends Context.Tag("Server/RequestMetas")<RequestMetas, WeakMap<IncomingMessage, RequestMetaShape>>() {
-  static readonly layer = Layer.sync(RequestMetas, () => new WeakMap())
-}
+import { RequestMetas } from "../Auth/RequestMeta.js"
 
 /** The observer the server calls first for every request (metrics and the access log). */
 export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void, never, RequestMetas> = Effect.gen(function*() {
@@ -41,10 +36,10 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
     const finish = (aborted: boolean) => {
       const seconds = (performance.now() - start) / 1000
       const method = req.method ?? "GET"
-      const meta = requestMetas.get(req)
-      requestMetas.delete(req)
+      const meta = requestMetas.of(req)
+      requestMetas.done(req)
       // the edge matched the route once and left its template on the meta
-      const route = meta?.route ?? routeTemplate(routes, method, req.url ?? "/", undefined)
+      const route = meta?.route ?? routeTemplate(routes, method, meta?.target ?? req.url ?? "/", undefined)
       const status = aborted && !res.headersSent ? 499 : res.statusCode
       recordHttpLabelled(labelsOf(method, route, status), seconds)
       const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")

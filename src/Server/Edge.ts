@@ -3,7 +3,7 @@
  * client addresses, public rate limits, and the mapping of every failure
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
-import { FileSystem, Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpIncomingMessage, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
@@ -22,8 +22,7 @@ import { isTransientDatabaseFailure } from "../Platform/Sql.js"
 import { errorResponse, rateLimitHeaders } from "../Http/Envelope.js"
 import { corsHeadersFor } from "../Http/Cors.js"
 import { scanJson, urlHasNul } from "../Http/JsonScan.js"
-import { currentRequestMeta, RequestMeta, type RequestMetaShape } from "../Auth/RequestMeta.js"
-import { RequestMetas } from "./AccessLog.js"
+import { RequestMetas, type RequestMetaShape } from "../Auth/RequestMeta.js"
 import { stripV1 } from "../Http/Paths.js"
 import { bodyLimitOf } from "./BodyLimits.js"
 import { type BodyGate, BodyGates } from "../Http/BodyGates.js"
@@ -140,11 +139,12 @@ const isBodyTooLarge = (defect: unknown): boolean =>
 /**
  * The API error for a failed request: typed errors as they are, decode errors
  * as VALIDATION_ERROR, unknown routes as 404/405, an unreadable body as 400/413;
- * anything else is logged with the request id and becomes INTERNAL_ERROR.
+ * anything else is logged with the request's id and path (`meta`) and becomes INTERNAL_ERROR.
  */
 export const failureError = (
   cause: Cause.Cause<unknown>,
-  routes: ReadonlyArray<KnownRoute>
+  routes: ReadonlyArray<KnownRoute>,
+  meta?: RequestMetaShape
 ): Effect.Effect<Errors.ApiError> =>
   Effect.gen(function*() {
     const failure = Cause.failureOption(cause)
@@ -165,28 +165,30 @@ export const failureError = (
           : INVALID_JSON()
       }
     }
-    const meta = yield* currentRequestMeta
+    const annotations = { request_id: meta?.requestId ?? "-", path: meta?.path ?? "" }
     // out of reach, or conflicts that outlasted their retries: either may pass when retried
     if (isTransientDatabaseFailure(cause)) {
-      yield* Effect.logWarning("database unavailable", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
+      yield* Effect.logWarning("database unavailable", cause).pipe(Effect.annotateLogs(annotations))
       return new Errors.ServiceUnavailable({ message: "the database is unavailable; retry shortly" })
     }
-    yield* Effect.logError("request failed", cause).pipe(Effect.annotateLogs({ request_id: meta.requestId, path: meta.path }))
+    yield* Effect.logError("request failed", cause).pipe(Effect.annotateLogs(annotations))
     return new Errors.InternalError({ message: "internal error; quote the X-Request-Id when reporting it" })
   })
 
 /** Maps a failed request to an envelope response; unexpected failures are logged with the request id. */
 export const failureResponse = (
   cause: Cause.Cause<unknown>,
-  routes: ReadonlyArray<KnownRoute>
-): Effect.Effect<HttpServerResponse.HttpServerResponse> => Effect.map(failureError(cause, routes), errorResponse)
+  routes: ReadonlyArray<KnownRoute>,
+  meta: RequestMetaShape | undefined
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => Effect.map(failureError(cause, routes, meta), errorResponse)
 
 /** HttpApi-level middleware: sees handler failures before HttpApi's own encoder would. */
 export const ApiErrorsLive = HttpApiBuilder.middleware(
   Api,
-  Effect.sync(() => {
+  Effect.map(RequestMetas, (metas) => {
     const routes = knownRoutes()
-    return (app: HttpApp.Default) => Effect.catchAllCause(app, (cause) => failureResponse(cause, routes))
+    return (app: HttpApp.Default) =>
+      Effect.catchAllCause(app, (cause) => Effect.flatMap(metas.current, (meta) => failureResponse(cause, routes, meta)))
   })
 )
 
@@ -222,8 +224,28 @@ export const requestMetaOf = (
   requestId: requestIdOf(headerOf(headers, "x-request-id")),
   clientIp: clientAddressOf(remoteAddress, headerOf(headers, "x-forwarded-for"), config.trustProxy),
   path: routePathOf(url),
+  target: url,
   rateLimit: undefined
 })
+
+/**
+ * What the server's listener does first with every request, as node received it:
+ * keeps its meta (RequestMetas) for the edge, the handlers and the access log, and
+ * takes the /v1 prefix off its target, so that one route table serves the prefix and
+ * the alias, and the platform's request is the one every step reads (no provide of a
+ * rewritten request per request).
+ */
+export const arrival: Effect.Effect<(req: IncomingMessage) => RequestMetaShape, never, AppConfig | RequestMetas> = Effect.map(
+  Effect.all([AppConfig, RequestMetas]),
+  ([config, metas]) => (req: IncomingMessage) => {
+    const url = req.url ?? "/"
+    const meta = requestMetaOf(config, url, req.socket.remoteAddress, req.headers)
+    metas.arrived(req, meta)
+    const stripped = stripV1(url)
+    if (stripped !== url) req.url = stripped
+    return meta
+  }
+)
 
 /**
  * Whether the edge counts a request against the public limit of its address: every
@@ -269,7 +291,7 @@ export const admitRequest = (
   meta: RequestMetaShape,
   match: RouteMatch | undefined,
   gates: ReadonlyMap<string, BodyGate>
-): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator | RequestMeta> => {
+): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator> => {
   const afterPublicLimit = !urlHasNul(url) && checksBeforeBody(config, match, method, gates)
     ? beforeBody(config, match!, headers, meta, gates).pipe(
       Effect.flip,
@@ -371,7 +393,7 @@ const beforeBody = (
  * The headers the edge adds to every response: X-Request-Id, once a limit counted the
  * request X-RateLimit-*, and the CORS headers its request calls for (`cors`, Http/Cors.ts).
  */
-export const edgeHeaders = (
+const edgeHeaders = (
   meta: RequestMetaShape,
   responseHasRateLimit: boolean,
   cors: Readonly<Record<string, string>> | undefined
@@ -381,6 +403,24 @@ export const edgeHeaders = (
   if (cors !== undefined) Object.assign(headers, cors)
   return headers
 }
+
+/** A response with the edge's headers for the request of `meta` (a limit's own X-RateLimit-* kept). */
+const withEdgeHeaders = (meta: RequestMetaShape, response: HttpServerResponse.HttpServerResponse) =>
+  HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined, meta.cors))
+
+/**
+ * The pre-response handler of every request the app answers: the edge's headers, with
+ * the rate-limit verdict the handlers left on the request's meta. It is set once for the
+ * server (Server.ts): a handler appended per request is a FiberRef update per request.
+ * The edge's own refusals are answered outside the app and get the headers there.
+ */
+export const edgeResponseHeaders: Effect.Effect<HttpApp.PreResponseHandler, never, RequestMetas> = Effect.map(
+  RequestMetas,
+  (metas) => (request, response) => {
+    const meta = metas.of(request.source)
+    return Effect.succeed(meta === undefined ? response : withEdgeHeaders(meta, response))
+  }
+)
 
 /**
  * The CORS headers of a request (none without an Origin). Whether its route needs a key
@@ -416,17 +456,13 @@ const carriesBinaryBody = (request: HttpServerRequest.HttpServerRequest, match: 
 
 /**
  * Bodies are JSON whatever the declared type (curl -d sends form encoding), but for a
- * binary type the route declares, and /v1 is stripped so one route table serves both
- * the prefix and the alias.
+ * binary type the route declares: the request with `application/json` for such a
+ * body, or undefined when it is fine as it is (nearly always).
  */
-const normalizeRequest = (request: HttpServerRequest.HttpServerRequest, url: string, binary: boolean) => {
+const asJsonBody = (request: HttpServerRequest.HttpServerRequest, binary: boolean) => {
   const type = request.headers["content-type"]
   const jsonBody = !binary && carriesBody(request.method) && (type === undefined || !type.includes("json"))
-  if (!jsonBody && url === request.url) return request
-  return request.modify({
-    url,
-    ...(jsonBody ? { headers: Headers.set(request.headers, "content-type", "application/json") } : {})
-  })
+  return jsonBody ? request.modify({ headers: Headers.set(request.headers, "content-type", "application/json") }) : undefined
 }
 
 /**
@@ -504,11 +540,12 @@ const lingering = (incoming: IncomingMessage, response: HttpServerResponse.HttpS
 export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, BodyGates, RequestMetas)
 
 /**
- * The server-level middleware given to HttpApiBuilder.serve. RequestMeta and the
- * normalized request (no /v1 prefix, a JSON content type) are provided together, once,
- * around all of it, and so is the route's body limit (where there is a body to read): each
- * provide is a FiberRef locally (about twenty steps of the fiber's loop, two copies of
- * its refs) and a copy of its context.
+ * The server-level middleware given to HttpApiBuilder.serve. It reads the request's meta
+ * kept as it arrived (`arrival`) and matches its route once for every check. The fiber's
+ * context is provided anew only for a body whose declared type is not JSON (`asJsonBody`):
+ * each provide is a FiberRef locally (about twenty steps of the fiber's loop, two copies
+ * of its refs) and a copy of its context; providing none cut a trivial GET's and a
+ * verify's instructions by 13% (docs/performance.md).
  */
 export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates> =>
   Effect.gen(function*() {
@@ -516,50 +553,47 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
     const requestMetas = yield* RequestMetas
     const gates = yield* BodyGates
     const request = yield* HttpServerRequest.HttpServerRequest
-    const meta = requestMetaOf(config, request.url, Option.getOrUndefined(request.remoteAddress), request.headers)
-    requestMetas.set(NodeHttpServerRequest.toIncomingMessage(request), meta)
+    const meta = requestMetas.of(request.source)
+    if (meta === undefined) return yield* Effect.dieMessage("a request reached the edge without passing the server's arrival (Server.ts)")
     const match = matchRoute(ROUTES, request.method, meta.path)
-    meta.route = routeTemplate(ROUTES, request.method, request.url, match)
+    meta.route = routeTemplate(ROUTES, request.method, meta.target, match)
     const binary = carriesBinaryBody(request, match)
-    const normalized = normalizeRequest(request, stripV1(request.url), binary)
     const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined
-    const cors = corsOf(config, request, meta.path, match)
-    const steps = edgeFor(app, config, request, normalized, limit, binary, meta, match, cors, gates)
-    const context = Context.make(RequestMeta, meta).pipe(Context.add(HttpServerRequest.HttpServerRequest, normalized))
-    // the body limit joins the same context: one provide, where withMaxBodySize would be a second
-    return yield* Effect.provide(
-      steps,
-      limit === undefined ? context : Context.add(context, HttpIncomingMessage.MaxBodySize, Option.some(FileSystem.Size(limit)))
-    )
+    meta.cors = corsOf(config, request, meta.path, match)
+    const asJson = asJsonBody(request, binary)
+    return yield* asJson === undefined
+      ? edgeFor(app, config, request, request, limit, binary, meta, match, gates)
+      : Effect.provideService(edgeFor(app, config, request, asJson, limit, binary, meta, match, gates), HttpServerRequest.HttpServerRequest, asJson)
   })
 
 /**
- * The edge's steps. The fiber already holds the normalized request (for the app); `request`
- * is the one as received. `limit`: the route's body limit, for a method that carries a body;
- * `binary`: the body is bytes of a type its route declares, left for the handler to read
- * (under the same limit); `match`: the route it reaches, matched once for all the edge's checks.
+ * The edge's steps for `request` as received. `own`: the request in the fiber's context,
+ * which the app reads, and through which the edge reads the body for it (the same request
+ * but for a body whose declared type is not JSON, `asJsonBody`). `limit`: the route's body limit, for a
+ * method that carries a body, held by the edge's checks (a declared size over it is
+ * refused before the body is read, a body without one is measured), so the platform
+ * reads without a limit of its own; `binary`: the body is bytes of a type its route
+ * declares, left for the handler to read; `match`: the route it reaches.
  */
 const edgeFor = (
   app: HttpApp.Default,
   config: AppConfigShape,
   request: HttpServerRequest.HttpServerRequest,
-  normalized: HttpServerRequest.HttpServerRequest,
+  own: HttpServerRequest.HttpServerRequest,
   limit: number | undefined,
   binary: boolean,
   meta: RequestMetaShape,
   match: RouteMatch | undefined,
-  cors: Readonly<Record<string, string>> | undefined,
   gates: ReadonlyMap<string, BodyGate>
 ) =>
   Effect.gen(function*() {
-    const finish = (response: HttpServerResponse.HttpServerResponse) =>
-      HttpServerResponse.setHeaders(response, edgeHeaders(meta, response.headers["x-ratelimit-limit"] !== undefined, cors))
+    const finish = (response: HttpServerResponse.HttpServerResponse) => withEdgeHeaders(meta, response)
 
     const refused = admittedAtOnce(config, request.method, request.headers, match, gates)
       ? responseOf(refusalNow(config, request.method, request.url, request.headers, match))
       : yield* admitRequest(config, request.method, request.url, request.headers, meta, match, gates).pipe(
         Effect.map(responseOf),
-        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
+        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, [], meta))
       )
     const incoming = NodeHttpServerRequest.toIncomingMessage(request)
     if (refused) return lingering(incoming, finish(refused))
@@ -575,21 +609,13 @@ const edgeFor = (
       // Read (and cache on this request) the body once, so every route refuses
       // U+0000 and deep nesting the same way before its schema sees the value. The
       // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.
-      const text = yield* normalized.text.pipe(
-        Effect.mapError((e) =>
-          isBodyTooLarge(e)
-            ? bodyTooLarge(limit)
-            : INVALID_JSON()
-        ),
-        Effect.either
-      )
+      const text = yield* own.text.pipe(Effect.mapError(() => INVALID_JSON()), Effect.either)
       if (text._tag === "Left") return finish(errorResponse(text.left))
       const bad = bodyScanError(text.right)
       if (bad) return finish(errorResponse(bad))
     }
-    // The inner app writes the response itself; headers go on through a pre-response handler.
-    yield* HttpApp.appendPreResponseHandler((_request, response) => Effect.succeed(finish(response)))
+    // The inner app writes the response itself, its headers added by edgeResponseHeaders.
     return yield* app.pipe(
-      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, []))
+      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.map(failureResponse(cause, [], meta), finish))
     )
   })

@@ -2,17 +2,18 @@
  * The node:http server, created here with one request listener that
  * dispatches each request explicitly:
  *
- * 1. the observer (metrics and access log, AccessLog.ts) and the drainer
- *    (Drain.ts) see every request;
+ * 1. the arrival (Edge.ts) keeps the request's meta and takes /v1 off its
+ *    target; the observer (metrics and access log, AccessLog.ts) and the
+ *    drainer (Drain.ts) see every request;
  * 2. every request goes to the handler that `NodeHttpServer.makeHandler`
  *    builds for the HttpApi app (with the edge middleware, Edge.ts).
  *
  * The layer is an ordinary `HttpServer` implementation: `HttpApiBuilder.serve`
  * calls its `serve`, which builds that handler. Nothing patches the server.
  */
-import { Etag, FileSystem, HttpPlatform, HttpServer, HttpServerError, Path } from "@effect/platform"
+import { Etag, FileSystem, HttpApp, HttpPlatform, HttpServer, HttpServerError, Path } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"
 import { accessLogObserver } from "./AccessLog.js"
@@ -21,7 +22,7 @@ import { answerClientErrors, applyServerLimits, serverOptionsOf } from "./Connec
 import { afterRequestBody } from "./Linger.js"
 import type { TrustProxy } from "../Platform/ClientAddress.js"
 import type { ServerLimits } from "../Platform/Config.js"
-import { headerOf, requestIdOf } from "./Edge.js"
+import { arrival, edgeResponseHeaders } from "./Edge.js"
 import { errorParts } from "../Http/Envelope.js"
 import * as Metrics from "../Platform/Metrics.js"
 import type { IncomingMessage, ServerResponse } from "node:http"
@@ -48,14 +49,14 @@ const platformServices = Context.pick(HttpPlatform.HttpPlatform, Etag.Generator,
  * Before the HttpApi handler is installed (listening, layers still starting) and after it
  * is removed. The request's body is not read: the answer lingers for it (Linger.ts).
  */
-const unavailable: NodeHandler = (req, res) => {
+const unavailable = (req: IncomingMessage, res: ServerResponse, requestId: string) => {
   const { body, headers, status } = errorParts(new ServiceUnavailable({ message: "the server is starting or stopping; retry shortly" }))
   const text = JSON.stringify(body)
   res.writeHead(status, {
     ...headers,
     "content-type": "application/json",
     "content-length": String(Buffer.byteLength(text)),
-    "x-request-id": requestIdOf(headerOf(req.headers, "x-request-id")),
+    "x-request-id": requestId,
     connection: "close"
   })
   if (req.complete) {
@@ -69,13 +70,17 @@ const unavailable: NodeHandler = (req, res) => {
 const make = (options: NodeServerOptions) =>
   Effect.gen(function*() {
     const observe = yield* accessLogObserver
+    const arrive = yield* arrival
+    const responseHeaders = yield* edgeResponseHeaders
     let api: NodeHandler | undefined
     const server = yield* Effect.acquireRelease(
       Effect.sync(() =>
         createServer(options.limits ? serverOptionsOf(options.limits.server) : {}, (req, res) => {
+          const meta = arrive(req)
           observe(req, res)
           options.drainer.track(req, res)
-          ;(api ?? unavailable)(req, res)
+          if (api === undefined) unavailable(req, res, meta.requestId)
+          else api(req, res)
         })
       ),
       (server) =>
@@ -102,7 +107,12 @@ const make = (options: NodeServerOptions) =>
         : { _tag: "TcpAddress", hostname: address.address === "::" ? "0.0.0.0" : address.address, port: address.port },
       serve: (app, middleware) =>
         Effect.gen(function*() {
-          const handler = middleware ? NodeHttpServer.makeHandler(app, middleware) : NodeHttpServer.makeHandler(app)
+          // every request's fiber starts with the edge's pre-response handler (Edge.ts)
+          const handler = Effect.locally(
+            middleware ? NodeHttpServer.makeHandler(app, middleware) : NodeHttpServer.makeHandler(app),
+            HttpApp.currentPreResponseHandlers,
+            Option.some(responseHeaders)
+          )
           const requestServices = options.requestServices
           // The cast: serve is generic in the app's requirements, which the picked services
           // must meet (the edge's, Edge.ts edgeServices); a missing one fails every request.

@@ -7,7 +7,7 @@ import { findAttestation } from "../Attestations/Find.js"
 import { Authenticator, presentedCredential } from "../Auth/Authenticator.js"
 import { keyWithScope } from "../Auth/Http.js"
 import { Quota } from "../Auth/Quota.js"
-import { currentRequestMeta } from "../Auth/RequestMeta.js"
+import { RequestMetas } from "../Auth/RequestMeta.js"
 import { bytesToBase64 } from "../Domain/Bytes.js"
 import { excerpt, NotFound } from "../Domain/Errors.js"
 import { AppConfig } from "../Platform/Config.js"
@@ -24,12 +24,13 @@ export const TimestampingLive = HttpApiBuilder.group(Api, "timestamping", (handl
     const evidence = yield* Evidence
     const auth = yield* Authenticator
     const quota = yield* Quota
+    const metas = yield* RequestMetas
     const keyed = keyedTimestamping(yield* AppConfig)
 
     /** The calling key under `key` access (the edge authenticated it before the body), counted against its quota; null when public. */
     const caller = Effect.gen(function*() {
       if (!keyed) return null
-      const meta = yield* currentRequestMeta
+      const meta = yield* metas.current
       const authorization = (yield* HttpServerRequest.HttpServerRequest).headers.authorization
       const principal = meta.principal ?? (yield* auth.authenticate(presentedCredential(authorization, true) ?? ""))
       const key = yield* keyWithScope(principal, "timestamp")

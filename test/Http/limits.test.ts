@@ -171,7 +171,7 @@ describe("a full address is refused without asking the store", () => {
       let storeHits = 0
       const limiter = { hit: (...a: Parameters<typeof memory.hit>) => (storeHits++, memory.hit(...a)) }
       const config = AppConfig.make({ publicRateLimit: Option.some(3) })
-      const meta = { requestId: "r", clientIp: "192.0.2.1", path: "/verify", rateLimit: undefined }
+      const meta = { requestId: "r", clientIp: "192.0.2.1", path: "/verify", target: "/verify", rateLimit: undefined }
       const publicLimit = makePublicLimit(config, limiter)
       const charge = (cost = 1) => Effect.either(publicLimit.charge({ ...meta }, cost))
       for (let i = 0; i < 3; i++) expect(Either.isRight(yield* charge())).toBe(true)
@@ -196,7 +196,7 @@ describe("a full address is refused without asking the store", () => {
     Effect.gen(function*() {
       const limiter = makeMemoryLimiter()
       const config = AppConfig.make({ publicRateLimit: Option.some(1) })
-      const meta = { requestId: "r", clientIp: "192.0.2.9", path: "/verify", rateLimit: undefined }
+      const meta = { requestId: "r", clientIp: "192.0.2.9", path: "/verify", target: "/verify", rateLimit: undefined }
       const first = makePublicLimit(config, limiter)
       expect(Either.isRight(yield* Effect.either(first.charge({ ...meta })))).toBe(true)
       expect(Either.isLeft(yield* Effect.either(first.charge({ ...meta })))).toBe(true)

@@ -1,7 +1,8 @@
 /**
  * The `attestd` command line over a temporary data directory: keys, signing keys,
  * migrate, and `serve` as a real process. Each command runs once as a child process of
- * the built CLI (`node dist/bin.js …`, the smoke test: `npm test` builds dist/), every
+ * the built CLI (`node dist/cli.mjs …`, the package's bin and what `npm start` runs; the
+ * smoke test: `npm test` builds dist/), every
  * other call in-process (test/helpers/cli.ts, the same Command tree).
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
@@ -17,7 +18,7 @@ import { cliInProcess } from "../helpers/cli.js"
 import { client, expectEnvelope, freePort, randomHash } from "../helpers/server.js"
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..")
-const BIN = join(ROOT, "dist", "bin.js")
+const BIN = join(ROOT, "dist", "cli.mjs")
 const HAVE_DIST = existsSync(BIN)
 
 interface SqliteDb {
@@ -35,7 +36,7 @@ interface RunResult {
   readonly stderr: string
 }
 
-/** `node dist/bin.js ARGS…` as a child process. */
+/** `node dist/cli.mjs ARGS…` as a child process. */
 const cliProcess = (args: ReadonlyArray<string>, env: Record<string, string>): Promise<RunResult> =>
   new Promise((resolveRun) => {
     execFile(

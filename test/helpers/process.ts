@@ -31,7 +31,7 @@ export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..", 
  * The CLI child processes run: dist/cli.mjs, the package's `bin` (`npx attestd`), the
  * esbuild bundle of src/bin.ts that `npm run build` writes. It starts in ~0.5 s where
  * dist/bin.js, the same program as ~2,000 modules, takes ~1.5 s: process tests start
- * dozens of them. test/Cli/cli.test.ts runs dist/bin.js (what `npm start` runs).
+ * dozens of them; `npm start` runs it too.
  */
 export const BIN = join(REPO_ROOT, "dist", "cli.mjs")
 

@@ -7,7 +7,7 @@
 //                                    the better-sqlite3 and pkcs11js addons come from SEA assets whose
 //                                    SHA-256 scripts/build-binary.mjs passes in, see src/Platform/NativeAddon.ts)
 import { build } from "esbuild"
-import { readFileSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -111,6 +111,8 @@ if (sea) {
     plugins: [nativeBindingFromSea, pkcs11BindingFromSea, noOptionalNative]
   })
 } else {
+  // chunk names carry a content hash: each build would otherwise leave the last one's beside it
+  rmSync(join(ROOT, "dist", "cli-chunks"), { recursive: true, force: true })
   await build({
     ...common,
     format: "esm",

@@ -33,8 +33,9 @@ const detached = (): RequestMetaShape => ({ requestId: "-", clientIp: "", path: 
 /**
  * The meta of each request in flight, by the request node received (the platform's
  * request keeps it as its `source`). The server's listener keeps it as the request
- * arrives (Server/Edge.ts arrival); the edge, the handlers and the access log read it.
- * Reading it from the request's own fiber context costs no provide per request.
+ * arrives (Server/Edge.ts arrival); the edge and the handlers read it, from the request
+ * in their fiber's context, which costs no provide per request. An entry goes with its
+ * request.
  */
 export class RequestMetas extends Effect.Service<RequestMetas>()("Auth/RequestMetas", {
   sync: () => {
@@ -46,10 +47,6 @@ export class RequestMetas extends Effect.Service<RequestMetas>()("Auth/RequestMe
         metas.set(source, meta)
       },
       of,
-      /** Forgets a request whose response is over (the access log has read it). */
-      done: (source: object): void => {
-        metas.delete(source)
-      },
       /** The current request's meta, or a detached one outside a request. */
       current: Effect.map(
         Effect.serviceOption(HttpServerRequest.HttpServerRequest),

@@ -10,13 +10,12 @@ import type { IncomingMessage, ServerResponse } from "node:http"
 import { directLogger } from "../Platform/Logging.js"
 import { type HttpLabels, httpLabels, recordHttpLabelled } from "../Platform/Metrics.js"
 import { apiRoutes, routeTemplate } from "./Routes.js"
-import { RequestMetas } from "../Auth/RequestMeta.js"
+import type { RequestMetaShape } from "../Auth/RequestMeta.js"
 
 /** The observer the server calls first for every request (metrics and the access log). */
-export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse) => void, never, RequestMetas> = Effect.gen(function*() {
+export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: ServerResponse, meta: RequestMetaShape) => void> = Effect.gen(function*() {
   const runtime = yield* Effect.runtime<never>()
   const log = directLogger(runtime)
-  const requestMetas = yield* RequestMetas
   // for a request the edge did not see (the server starting or stopping)
   const routes = apiRoutes()
   // The label arrays of each (method, route, status) seen, kept for this server (a bounded set:
@@ -31,18 +30,16 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
     }
     return found
   }
-  return (req: IncomingMessage, res: ServerResponse) => {
+  return (req: IncomingMessage, res: ServerResponse, meta: RequestMetaShape) => {
     const start = performance.now()
     const finish = (aborted: boolean) => {
       const seconds = (performance.now() - start) / 1000
       const method = req.method ?? "GET"
-      const meta = requestMetas.of(req)
-      requestMetas.done(req)
       // the edge matched the route once and left its template on the meta
-      const route = meta?.route ?? routeTemplate(routes, method, meta?.target ?? req.url ?? "/", undefined)
+      const route = meta.route ?? routeTemplate(routes, method, meta.target, undefined)
       const status = aborted && !res.headersSent ? 499 : res.statusCode
       recordHttpLabelled(labelsOf(method, route, status), seconds)
-      const requestId = String(res.getHeader("x-request-id") ?? meta?.requestId ?? "-")
+      const requestId = String(res.getHeader("x-request-id") ?? meta.requestId)
       const annotations: Record<string, unknown> = {
         request_id: requestId,
         method,
@@ -50,8 +47,8 @@ export const accessLogObserver: Effect.Effect<(req: IncomingMessage, res: Server
         status,
         duration_ms: Math.round(seconds * 1e6) / 1e3
       }
-      if (meta?.keyId !== undefined) annotations.key_id = meta.keyId
-      if (meta?.clientIp) annotations.client_ip = meta.clientIp
+      if (meta.keyId !== undefined) annotations.key_id = meta.keyId
+      if (meta.clientIp) annotations.client_ip = meta.clientIp
       log(LogLevel.Info, "request", annotations)
     }
     // 'close' follows 'finish' on every response, and comes alone when the connection went first

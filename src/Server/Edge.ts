@@ -230,7 +230,7 @@ export const requestMetaOf = (
 
 /**
  * What the server's listener does first with every request, as node received it:
- * keeps its meta (RequestMetas) for the edge, the handlers and the access log, and
+ * keeps its meta (RequestMetas) for the edge and the handlers, returns it for the access log, and
  * takes the /v1 prefix off its target, so that one route table serves the prefix and
  * the alias, and the platform's request is the one every step reads (no provide of a
  * rewritten request per request).

@@ -77,7 +77,7 @@ const make = (options: NodeServerOptions) =>
       Effect.sync(() =>
         createServer(options.limits ? serverOptionsOf(options.limits.server) : {}, (req, res) => {
           const meta = arrive(req)
-          observe(req, res)
+          observe(req, res, meta)
           options.drainer.track(req, res)
           if (api === undefined) unavailable(req, res, meta.requestId)
           else api(req, res)

@@ -1,5 +1,6 @@
 /** The whole HTTP contract: every group, served under /v1 and as unprefixed aliases. */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { AttestationsApi, LookupApi, VerificationApi } from "./Attestations/Api.js"
 import { AttestationListApi } from "./Attestations/ListApi.js"
 import { InfoApi } from "./Info/Api.js"

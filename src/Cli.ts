@@ -1,5 +1,11 @@
 /** The `attestd` command line (CONTRACT.md §1): every command. bin.ts runs it on the process's argv; tests run it in-process. */
-import { Args, type CliApp, Command, HelpDoc, Options, Usage, ValidationError } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import type * as CliApp from "@effect/cli/CliApp"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as Usage from "@effect/cli/Usage"
+import * as ValidationError from "@effect/cli/ValidationError"
 import { Console, ConfigError, ConfigProvider, Effect, Either, identity, Layer, Option, ParseResult, Schema } from "effect"
 import { accessSync, constants, readFileSync, statSync } from "node:fs"
 import { Brand } from "./Brand/Domain.js"

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `attestd` executable: the commands of Cli.ts on this process's argv. */
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Effect } from "effect"
 import { cli } from "./Cli.js"
 import { LoggingLive } from "./Platform/Logging.js"

@@ -1,5 +1,8 @@
 /** HTTP contract of the T2 proofs: anchoring data and the standard `.ots` file. */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AttestationPath, BitcoinBlockHeaderHex, MerkleStep } from "../Attestations/Api.js"
 import { HashHex } from "../Domain/HashHex.js"

@@ -1,5 +1,6 @@
 /** Handlers of the T2 proof endpoints. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
 import { Api } from "../Api.js"
 import { findAttestation } from "../Attestations/Find.js"

@@ -3,7 +3,8 @@
  * (upgraded) OpenTimestamps timestamp, and the transaction that moves a
  * confirmed day to T2 with its t2_complete outbox events.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbBytes, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"

@@ -9,7 +9,8 @@
  * makes no claim.
  */
 import * as Metrics from "../Platform/Metrics.js"
-import { SqlClient, type SqlError } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Clock, Effect } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
 import { newAttestationId } from "../Domain/AttestationId.js"

@@ -1,5 +1,7 @@
 /** Handlers for attest, verify and lookup. */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Clock, Effect, Option } from "effect"
 import { Authenticator, bearerCredential } from "../Auth/Authenticator.js"
 import { requireAnyScope, requireScope } from "../Auth/Http.js"

@@ -13,7 +13,7 @@
  * registered_at, signature, key or legacy_id) or a legacy_id already held by
  * another hash is a conflict for that line.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Schema } from "effect"
 import type { KeyObject } from "node:crypto"
 import { accessSync, constants, createReadStream, statSync } from "node:fs"

@@ -3,7 +3,7 @@
  * The cursor is opaque to callers: Base64URL of `v1:<registered_at>|<seq>`, the last
  * row of the page before; anything else is a 400.
  */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Layer } from "effect"
 import { Api } from "../Api.js"
 import { requireScope } from "../Auth/Http.js"

@@ -5,7 +5,8 @@
  * compares the instants; seq breaks ties, so the keyset (registered_at, seq) is total and
  * a page never repeats or skips a row, whatever is attested meanwhile.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { DbInt, orDieOnMismatch } from "../Platform/Rows.js"

@@ -9,7 +9,7 @@
  * proof, daily root, signing key) come from the same one. Without a replica every read runs on
  * the primary once.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Context, Duration, Effect, Exit, Layer, Option, Ref } from "effect"
 import * as Metrics from "../Platform/Metrics.js"
 import { ReadSql } from "../Platform/ReadSql.js"

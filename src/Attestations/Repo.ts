@@ -1,5 +1,5 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
 import { bytesToHex, randomBytes } from "../Domain/Bytes.js"

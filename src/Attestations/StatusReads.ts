@@ -7,7 +7,8 @@
  * lookup by `= ANY($1)` costs Postgres and its client about what one by `=` costs, so under
  * load a verify costs a fraction of a round trip.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { HashHex } from "../Domain/HashHex.js"
 import { makeBatcher } from "../Platform/Batcher.js"

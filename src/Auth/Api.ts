@@ -1,5 +1,7 @@
 /** The bearer-key middleware contract shared by every authenticated group. */
-import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Schema } from "effect"
 import { AuthErrorEnvelope, ForbiddenEnvelope, QuotaExceededEnvelope, RateLimitedEnvelope } from "../Http/Envelope.js"
 import type { ShareToken } from "./ShareTokenRepo.js"

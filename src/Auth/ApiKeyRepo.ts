@@ -1,5 +1,5 @@
 /** API key storage: create, find by hash, list, revoke. */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect, Schema } from "effect"
 import { column, DbInt, decodeRows } from "../Platform/Rows.js"
 import { formatMillis } from "../Domain/Time.js"

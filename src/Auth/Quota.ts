@@ -1,5 +1,5 @@
 /** Monthly quotas: hashes submitted for attestation, per key, per UTC month. */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Effect } from "effect"
 import { QuotaExceeded } from "../Domain/Errors.js"
 import { secondsToNextUtcMonth, utcMonth } from "../Domain/Time.js"

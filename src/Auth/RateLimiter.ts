@@ -9,7 +9,7 @@
  * used key's window is forgotten (which can only make its limit more lenient,
  * never refuse a request), so distinct (spoofed) addresses cannot grow it without bound.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Deferred, Effect, Layer, Schema } from "effect"
 import type { RateLimitInfo } from "../Domain/Errors.js"
 import {

@@ -3,7 +3,7 @@
  * route path) and the rate-limit verdict that the edge writes back as
  * X-RateLimit-* headers.
  */
-import { HttpServerRequest } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import type { Principal } from "./Api.js"
 import type { RateLimitInfo } from "../Domain/Errors.js"

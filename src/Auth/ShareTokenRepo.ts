@@ -1,5 +1,6 @@
 /** Share tokens, a read-only credential (stored only as SHA-256), and their access log. The ShareTokens feature manages them; Auth resolves them. */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { column, DbInt, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"
 

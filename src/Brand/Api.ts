@@ -1,5 +1,7 @@
 /** HTTP contract of white-label brands (public). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { NotFoundEnvelope } from "../Http/Envelope.js"
 import { Brand } from "./Domain.js"

@@ -1,5 +1,5 @@
 /** Handler of brand lookups. */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { NotFound } from "../Domain/Errors.js"

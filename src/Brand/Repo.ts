@@ -1,5 +1,6 @@
 /** Brand configurations by slug. */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, Schema } from "effect"
 import { orUndefined } from "../Platform/Rows.js"
 import { Brand } from "./Domain.js"

@@ -1,5 +1,7 @@
 /** HTTP contract of organisation inventory (scan, stats) and HMAC-derived lists. */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import { HashHex } from "../Domain/HashHex.js"

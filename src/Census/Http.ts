@@ -1,5 +1,5 @@
 /** Handlers of organisation inventory and derived lists. */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Clock, Effect } from "effect"
 import { createHash } from "node:crypto"
 import { Api } from "../Api.js"

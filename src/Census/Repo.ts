@@ -3,7 +3,8 @@
  * parameter expanded in SQL) with the org's live claims; stats are one round
  * trip; derived lists keep only HMAC values, never a way back to the hashes.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { column, CountRow, DbInt, decodeRows, orDieOnMismatch, orUndefined } from "../Platform/Rows.js"

@@ -1,5 +1,7 @@
 /** HTTP contract of a key's private claim metadata (ETag / If-Match). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AttestationPath, ExtraData, Source } from "../Attestations/Api.js"
 import { Authentication, requiredScopes } from "../Auth/Api.js"

@@ -1,5 +1,7 @@
 /** Handlers of claim metadata. */
-import { HttpApiBuilder, HttpApp, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { checkExtraData } from "../Attestations/ExtraData.js"

@@ -1,5 +1,6 @@
 /** A key's own claim on an attestation: read, conditional update, soft delete. */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import { type Claim, ClaimRow } from "../Attestations/Domain.js"

@@ -51,7 +51,9 @@ export class AttestdError extends Error {
   }
 }
 
-import type { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import type * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import type { Brand } from "effect"
 import type { Api } from "../Api.js"
 import { bytesToHex } from "../Domain/Bytes.js"

@@ -13,7 +13,12 @@
  * attest, verify, batch verify, scan, tag query, derived-list match). Not
  * retried: metadata PATCH and the creation of share tokens, webhooks and lists.
  */
-import { FetchHttpClient, HttpApiClient, HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Clock, Context, Effect, Either, Layer, Random } from "effect"
 import { Api } from "../Api.js"
 import { bytesToHex } from "../Domain/Bytes.js"

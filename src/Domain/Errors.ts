@@ -3,7 +3,7 @@
  * envelope code; the edge (Http/Envelope.ts) turns any of them into
  * `{error: true, code, message, details}`.
  */
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 
 const fields = {

@@ -13,7 +13,9 @@
  * middleware, answers OPTIONS before the router would 404/405 it, so the 204 also gets
  * the edge's request id.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 
 const PUBLIC_METHODS = "GET, HEAD, POST"

@@ -3,7 +3,8 @@
  * class (so the OpenAPI document and typed clients see the real shape), and the
  * one function that turns any failure into an envelope response.
  */
-import { HttpApiSchema, HttpServerResponse } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Schema } from "effect"
 import * as Errors from "../Domain/Errors.js"
 

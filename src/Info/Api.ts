@@ -1,5 +1,7 @@
 /** HTTP contract of the public service endpoints: info, health, stats, keys, test vectors. */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Jwk } from "../Domain/Jwk.js"
 import { NotFoundEnvelope, ServiceUnavailableEnvelope } from "../Http/Envelope.js"

@@ -1,5 +1,6 @@
 /** Handlers for info, health, stats, keys and the test vectors. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Duration, Effect } from "effect"
 import { Api } from "../Api.js"
 import { PublicReads } from "../Attestations/PublicReads.js"

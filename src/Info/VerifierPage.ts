@@ -8,7 +8,9 @@
  * its simulated chain's headers, named "published by <origin>", so the page —
  * and a copy saved to disk — verifies offline.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
 import { existsSync, readFileSync } from "node:fs"
 import { createRequire } from "node:module"

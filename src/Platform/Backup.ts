@@ -21,7 +21,7 @@
  * 0700 and its files 0600, whatever the umask (PrivateFiles.ts), and so is what a
  * restore writes into the data dir.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Option, ParseResult, Schema } from "effect"
 import { cpSync, existsSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs"
 import { basename, dirname, join, relative, resolve } from "node:path"

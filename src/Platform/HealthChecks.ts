@@ -6,7 +6,7 @@
  * the reason and since when; so does an untrusted clock (`clock`, with its
  * offset). Later tiers register their checks and counts here.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Cause, Clock, Duration, Effect, Option, Ref } from "effect"
 import { formatMillis } from "../Domain/Time.js"
 import { Signer } from "./Signer.js"

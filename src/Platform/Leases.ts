@@ -20,7 +20,7 @@
  * lock instead (`pg_try_advisory_xact_lock`): it is released with the transaction, wherever
  * the pooler sends the next one. SQLite has one writer, so there it always succeeds.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Data, Duration, Effect, Fiber, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { hostname } from "node:os"

@@ -7,7 +7,7 @@
  * listener (ATTESTD_METRICS_PORT) so a load balancer in front of the API never
  * exposes it.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Metric, MetricBoundaries, MetricLabel, MetricState, Option, Runtime } from "effect"
 import type * as MetricPair from "effect/MetricPair"
 import { createHash } from "node:crypto"

@@ -14,8 +14,9 @@
  * connected to: no DNS-rebinding window between check and connect). Neither
  * sends trace headers.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { NodeHttpClient } from "@effect/platform-node"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Data, Duration, Effect, Layer, Stream } from "effect"
 import type { LookupFunction } from "node:net"
 import { concatBytes } from "../Domain/Bytes.js"

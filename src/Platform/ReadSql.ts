@@ -3,7 +3,7 @@
  * primary itself when there is none. Only reads go there; what they miss is read again on the
  * primary (Attestations/PublicReads.ts), so a replica's lag never makes an attestation absent.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option } from "effect"
 import pg from "pg"

@@ -18,7 +18,8 @@
  * operator's chain certifies. So a TSA key certified by that chain is not retired by a
  * rotation or a start: the authority retires it once the chain certifies its successor.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Clock, Duration, Effect, Layer, Option, Ref, Schedule } from "effect"
 import { createPublicKey } from "node:crypto"
 import { ServiceUnavailable } from "../Domain/Errors.js"

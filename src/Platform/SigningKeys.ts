@@ -5,7 +5,7 @@
  * imported). Read by /v1/keys, /v1/info, the verifier page and evidence bundles; the
  * Signer registers, retires and polls its keys here.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect, Schema } from "effect"
 import { Jwk } from "../Domain/Jwk.js"
 import type { PublicJwk } from "../Domain/T0.js"

@@ -3,7 +3,9 @@
  * migrations of both dialects. Everything above this file talks to `SqlClient`.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { Migrator, SqlClient, SqlError } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlError from "@effect/sql/SqlError"
 import type { Connection } from "@effect/sql/SqlConnection"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"

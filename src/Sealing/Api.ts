@@ -1,5 +1,7 @@
 /** HTTP contract of the T1 proofs: TSA token, parsed token details, Merkle inclusion proof. */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AttestationPath, MerkleStep } from "../Attestations/Api.js"
 import { HashHex } from "../Domain/HashHex.js"

@@ -4,7 +4,8 @@
  * needs one small row per level), and the per-attestation t1_complete events of the
  * outbox. A seal writes no attestation row (migration 0016).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, flow, Schema } from "effect"
 import { HashHex, makeHashHex } from "../Domain/HashHex.js"

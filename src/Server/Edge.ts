@@ -3,8 +3,15 @@
  * client addresses, public rate limits, and the mapping of every failure
  * (typed errors, decode errors, unknown routes, defects) to the error envelope.
  */
-import { Headers, HttpApi, HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as Headers from "@effect/platform/Headers"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage } from "node:http"

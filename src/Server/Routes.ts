@@ -5,7 +5,8 @@
  * edge authenticates and checks scopes before it reads a body, and knows a
  * route's body limit and the media types its body may have.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Option } from "effect"
 import { Api } from "../Api.js"
 import { Authentication, ConfiguredAccess } from "../Auth/Api.js"

@@ -11,8 +11,14 @@
  * The layer is an ordinary `HttpServer` implementation: `HttpApiBuilder.serve`
  * calls its `serve`, which builds that handler. Nothing patches the server.
  */
-import { Etag, FileSystem, HttpApp, HttpPlatform, HttpServer, HttpServerError, Path } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as Etag from "@effect/platform/Etag"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpPlatform from "@effect/platform/HttpPlatform"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as Path from "@effect/platform/Path"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Context, Effect, Layer, Option } from "effect"
 import { createServer } from "node:http"
 import { ServiceUnavailable } from "../Domain/Errors.js"

@@ -11,7 +11,9 @@
  *         level asked (pending; nothing wrong).
  * stdout carries one JSON report; stderr a progress bar (TTY) or a summary line.
  */
-import { Args, Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Config, Effect, Option } from "effect"
 import { errorMessage, parseDurationMs, progressBar } from "./Files.js"
 import { parseHmacKey } from "./Receipt.js"

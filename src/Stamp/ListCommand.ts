@@ -5,7 +5,8 @@
  * non-null when --max stopped before the end. Exit 0 listed, 1 the server refused or failed,
  * 2 bad invocation.
  */
-import { Command, Options } from "@effect/cli"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Option } from "effect"
 import { AttestdError, createClient, type ListAttestationsQuery } from "../Client/Client.js"
 import { errorMessage } from "./Files.js"

@@ -1,5 +1,7 @@
 /** HTTP contract of tags on a key's claim and the AND query over them. */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { AttestationPath } from "../Attestations/Api.js"
 import { Authentication, requiredScopes } from "../Auth/Api.js"

@@ -2,7 +2,8 @@
  * Tags, denormalised with the owning key and attestation so an AND query is a
  * chain of index lookups on (api_key_id, key, value, attestation_seq).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { AttestationId } from "../Domain/AttestationId.js"
 import { HashHex } from "../Domain/HashHex.js"

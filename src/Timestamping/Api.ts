@@ -1,5 +1,8 @@
 /** HTTP contract of the RFC 3161 time-stamping authority (CONTRACT §6). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { ConfiguredAccess } from "../Auth/Api.js"
 import { Evidence } from "../Attestations/Api.js"

@@ -1,5 +1,6 @@
 /** Handlers of the RFC 3161 time-stamping authority: issue, certificate chain, lookup and evidence by serial. */
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { Api } from "../Api.js"
 import { Evidence } from "../Attestations/Evidence.js"

@@ -3,7 +3,8 @@
  * serial. Inserts from concurrent requests are group-committed; a serial that
  * exists already is reported, never overwritten (the caller issues another).
  */
-import { SqlClient, type SqlError } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import { HashHex } from "../Domain/HashHex.js"
 import { makeBatcher } from "../Platform/Batcher.js"

@@ -23,7 +23,9 @@
  * 2 unreadable input (stdout is then `{"ok": false, "error": "…"}`),
  * 3 partial (the math holds but a tier is not anchored in a trust input).
  */
-import { Args, Command, Options } from "@effect/cli"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import { Config, Console, Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import { createReadStream, readFileSync } from "node:fs"

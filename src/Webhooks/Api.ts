@@ -1,5 +1,7 @@
 /** HTTP contract of signed webhooks for T1/T2 upgrades. */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Authentication, requiredScopes } from "../Auth/Api.js"
 import {

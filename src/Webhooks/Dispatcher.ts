@@ -20,8 +20,9 @@
  * passes fail quietly until one succeeds.
  */
 import * as Metrics from "../Platform/Metrics.js"
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer, Option, Queue } from "effect"
 import type { LookupFunction } from "node:net"
 import { lookup as dnsLookup, type LookupAddress } from "node:dns"

@@ -1,5 +1,5 @@
 /** Handlers of webhooks. */
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Clock, Effect } from "effect"
 import { Api } from "../Api.js"
 import { requireScope } from "../Auth/Http.js"

@@ -3,7 +3,8 @@
  * idempotent per webhook and event), claiming due deliveries with a lease
  * (FOR UPDATE SKIP LOCKED on Postgres), and recording attempts.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import { Effect, flow, Schema } from "effect"
 import { tryTransactionLock } from "../Platform/Leases.js"
 import { retryingConflicts } from "../Platform/Sql.js"

@@ -11,7 +11,8 @@
  * and all must agree, else the call fails with a `HeaderSourceError` naming the
  * disagreement, and the caller retries later.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { blockHash, headerBytes } from "../../Domain/BitcoinHeader.js"
 import * as Outbound from "../Outbound.js"

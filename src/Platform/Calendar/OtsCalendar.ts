@@ -14,7 +14,8 @@
  * `CalendarError`. Each call is independent, so a dead or slow calendar never
  * blocks the others when callers run them concurrently.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Data, Duration, Effect, Layer } from "effect"
 import { bytesToHex } from "../../Domain/Bytes.js"
 import { parseTimestamp } from "../../Domain/Ots.js"

@@ -14,7 +14,7 @@
  * /v1/simulated-chain Esplora endpoints.
  */
 import { randomBytes } from "node:crypto"
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { HashHex } from "../../Domain/HashHex.js"
 import { Attestations, bytesToHex, chain, hexToBytes, leaf, Ops, serializeTimestamp } from "../../Domain/Ots.js"

@@ -9,7 +9,8 @@
  * - `layerDemo(dataDir)`: the embedded local demo TSA (see DemoTsa.ts); its
  *   stamps go through the same validation, chained to `demo-tsa/root.pem`.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Data, Duration, Effect, Either, Layer } from "effect"
 import { bytesToBase64 } from "../../Domain/Bytes.js"
 import * as Outbound from "../Outbound.js"

@@ -2,7 +2,7 @@
  * A migration is a list of DDL statements, run one by one. The dialects differ
  * mostly in type names, so each migration is one list written against this map.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
 export interface Types {

@@ -225,8 +225,8 @@ const verifyT0 = (jwk, payload, signatureB64) =>
 
 /**
  * Runs one soak. Options: durationMs, killEveryMs [min, max], minKills (the load
- * goes on past durationMs, up to 3× it, until that many kills happened: a loaded
- * machine restarts slowly), adminUrl, rateLimit, concurrency, drainTimeoutMs,
+ * goes on past durationMs, up to 6× it, until that many kills happened: a loaded
+ * machine restarts slowly, each restart waited for before the next kill), adminUrl, rateLimit, concurrency, drainTimeoutMs,
  * keep, log (a function for progress lines).
  * Resolves with { rows, ok, figures }.
  */
@@ -322,7 +322,7 @@ export const runSoak = async (options = {}) => {
       }
     })()
     let lastReport = Date.now()
-    while (Date.now() - started < durationMs || (kills.length < minKills && Date.now() - started < 3 * durationMs)) {
+    while (Date.now() - started < durationMs || (kills.length < minKills && Date.now() - started < 6 * durationMs)) {
       await sleep(500)
       if (Date.now() - lastReport >= 15_000) {
         lastReport = Date.now()

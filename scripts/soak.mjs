@@ -225,9 +225,10 @@ const verifyT0 = (jwk, payload, signatureB64) =>
 
 /**
  * Runs one soak. Options: durationMs, killEveryMs [min, max], minKills (the load
- * goes on past durationMs, up to 6× it, until that many kills happened: a loaded
- * machine restarts slowly, each restart waited for before the next kill), adminUrl, rateLimit, concurrency, drainTimeoutMs,
- * keep, log (a function for progress lines).
+ * goes on past durationMs, up to 6× it, until that many kills happened: each
+ * restart is waited for before the next kill, and a loaded machine restarts
+ * slowly), adminUrl, rateLimit, concurrency, drainTimeoutMs, keep, log (a
+ * function for progress lines).
  * Resolves with { rows, ok, figures }.
  */
 export const runSoak = async (options = {}) => {

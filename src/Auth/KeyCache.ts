@@ -38,7 +38,7 @@
  *   profile under load (2026-11-24): one system call, ~1 µs warm, ~9 µs there.
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { PgClient } from "@effect/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Deferred, Duration, Effect, Fiber, Layer, Option, Queue, Stream } from "effect"
 import { randomBytes } from "node:crypto"
 import { renameSync, statSync, writeFileSync } from "node:fs"

@@ -4,7 +4,7 @@
  * primary (Attestations/PublicReads.ts), so a replica's lag never makes an attestation absent.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { PgClient } from "@effect/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
 import { Context, Effect, Layer, Option } from "effect"
 import pg from "pg"
 

@@ -185,8 +185,8 @@ const portabilityProblems = (files: ReadonlyArray<SourceFile>): Array<string> =>
   return [...problems].sort()
 }
 
-/** Packages whose index re-exports every module: imported by module path ("@effect/platform/HttpClient"). */
-const BARRELS = new Set(["@effect/platform", "@effect/platform-node", "@effect/sql", "@effect/cli"])
+/** Packages whose index re-exports every module (with their migrators, for the SQL drivers): imported by module path ("@effect/platform/HttpClient"). */
+const BARRELS = new Set(["@effect/platform", "@effect/platform-node", "@effect/sql", "@effect/sql-pg", "@effect/sql-sqlite-node", "@effect/cli"])
 
 /** Runtime imports of a BARRELS index, as `file -> package`. */
 const barrelImports = (files: ReadonlyArray<SourceFile>): Array<string> =>
@@ -217,7 +217,7 @@ describe("import structure", () => {
     expect(portabilityProblems(sources)).toEqual([])
   })
 
-  it("imports @effect/platform, platform-node, sql and cli by module, never through their index", () => {
+  it("imports @effect/platform, platform-node, sql, sql-pg, sql-sqlite-node and cli by module, never through their index", () => {
     expect(barrelImports(sources)).toEqual([])
   })
 

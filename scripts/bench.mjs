@@ -403,13 +403,14 @@ const signatureRates = async (token, seconds) => {
         const batch = Effect.forEach(Array.from({ length: 200 }), () => key.sign(message), { concurrency, discard: true })
         await runtime.runPromise(batch) // warm-up
         let n = 0
+        const cpu = process.cpuUsage()
         const started = performance.now()
         while (performance.now() - started < seconds * 1000) {
           await runtime.runPromise(batch)
           n += 200
         }
         const us = ((performance.now() - started) * 1000) / n
-        out.push({ signer: name, concurrency, signaturesPerSecond: 1e6 / us, usPerSignature: us })
+        out.push({ signer: name, concurrency, signaturesPerSecond: 1e6 / us, usPerSignature: us, cpuUsPerSignature: cpuOf(cpu) / n })
       }
     } finally {
       await runtime.dispose()
@@ -417,6 +418,12 @@ const signatureRates = async (token, seconds) => {
   }
   out.push(await rawPkcs11Rate(token, message, seconds))
   return out
+}
+
+/** The process's CPU (every thread, user and system) since `since`, in µs. */
+const cpuOf = (since) => {
+  const { user, system } = process.cpuUsage(since)
+  return user + system
 }
 
 /** pkcs11js alone: C_SignInit + C_Sign (synchronous, on the event loop) with a token key, one at a time. */
@@ -441,13 +448,14 @@ const rawPkcs11Rate = async (token, message, seconds) => {
     }
     for (let i = 0; i < 200; i++) sign()
     let n = 0
+    const cpu = process.cpuUsage()
     const started = performance.now()
     while (performance.now() - started < seconds * 1000) {
       for (let i = 0; i < 200; i++) sign()
       n += 200
     }
     const us = ((performance.now() - started) * 1000) / n
-    return { signer: "pkcs11js C_Sign (sync, raw)", concurrency: 1, signaturesPerSecond: 1e6 / us, usPerSignature: us }
+    return { signer: "pkcs11js C_Sign (sync, raw)", concurrency: 1, signaturesPerSecond: 1e6 / us, usPerSignature: us, cpuUsPerSignature: cpuOf(cpu) / n }
   } finally {
     pk.C_Finalize()
   }
@@ -458,7 +466,7 @@ const benchSigners = async (config) => {
   try {
     console.log("signers: signatures per second")
     const rates = await signatureRates(token, config.duration)
-    for (const r of rates) console.log(`  ${r.signer} ×${r.concurrency}: ${Math.round(r.signaturesPerSecond)} signatures/s, ${r.usPerSignature.toFixed(1)} µs each`)
+    for (const r of rates) console.log(`  ${r.signer} ×${r.concurrency}: ${Math.round(r.signaturesPerSecond)} signatures/s, ${r.usPerSignature.toFixed(1)} µs each, ${r.cpuUsPerSignature.toFixed(1)} µs CPU`)
     const node = rates.find((r) => r.signer === "node:crypto" && r.concurrency === 1)
     const attest = []
     for (const [signer, env] of [["file", {}], ["pkcs11", token.env]]) {
@@ -468,9 +476,9 @@ const benchSigners = async (config) => {
         console.log(`  sqlite attest-new, signer ${signer}: ${Math.round(result.rps)} req/s, ${Math.round(result.cpuUsPerRequest)} µs CPU/req`)
       }, env)
     }
-    console.log("\nsigner                          in flight  signatures/s  µs/signature  × node:crypto")
+    console.log("\nsigner                          in flight  signatures/s  µs/signature  × node:crypto  µs CPU/signature")
     for (const r of rates) {
-      console.log(`${r.signer.padEnd(32)}${String(r.concurrency).padStart(9)}${Math.round(r.signaturesPerSecond).toString().padStart(14)}${r.usPerSignature.toFixed(1).padStart(14)}${(r.usPerSignature / node.usPerSignature).toFixed(2).padStart(15)}`)
+      console.log(`${r.signer.padEnd(32)}${String(r.concurrency).padStart(9)}${Math.round(r.signaturesPerSecond).toString().padStart(14)}${r.usPerSignature.toFixed(1).padStart(14)}${(r.usPerSignature / node.usPerSignature).toFixed(2).padStart(15)}${r.cpuUsPerSignature.toFixed(1).padStart(18)}`)
     }
     for (const a of attest) console.log(`sqlite attest-new, signer ${a.signer}: ${Math.round(a.rps)} req/s`)
     return { rates, attest }

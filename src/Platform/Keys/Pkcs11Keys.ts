@@ -7,12 +7,13 @@
  * or not sensitive is not used.
  *
  * The module is loaded once; a connection is C_Initialize, the token's slot found by
- * label, a session per signing thread and MAIN_SESSIONS more opened and logged in with
+ * label, a session per batch the signing threads may hold (PIPELINE_DEPTH per thread) and
+ * MAIN_SESSIONS more opened and logged in with
  * the PIN of ATTESTD_PKCS11_PIN_FILE, and the keys' handles. A semaphore with a permit
  * per session hands out one session per operation. Signatures run in worker threads
  * (ATTESTD_PKCS11_WORKERS, Pkcs11Threads.ts), never on the event loop, since C_Sign waits
  * for the token: the signatures asked for in one turn of the event loop are shared among
- * the threads not signing (Batcher.ts), one message to a thread with a session and the
+ * the batches that may start (Batcher.ts), one message to a thread with a session and the
  * keys' handles; a thread signs its batch one after the other and answers the raw r‖s,
  * made low-S DER here. Finding and generating keys and the health check run on the main
  * thread.
@@ -33,7 +34,7 @@ import { compactToLowSDer, jwkThumbprint, type PublicJwk } from "../../Domain/T0
 import { makeBatcher } from "../Batcher.js"
 import { readSecretFile } from "../PrivateFiles.js"
 import { type HeldKey, KeyCustody, KeyCustodyError, type KeyRole } from "./Custody.js"
-import { makeSigningThreads, type SigningThreadData } from "./Pkcs11Threads.js"
+import { makeSigningThreads, PIPELINE_DEPTH, type SigningThreadData } from "./Pkcs11Threads.js"
 
 type Binding = typeof import("pkcs11js")
 type Pkcs11 = InstanceType<Binding["PKCS11"]>
@@ -142,7 +143,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
         try: () => import("../NativeAddon.js").then((m) => m.pkcs11AddonFile()),
         catch: (e) => custodyError(`cannot find the PKCS#11 binding's native addon (pkcs11js): ${messageOf(e)}`)
       })
-      const sessions = settings.workers + MAIN_SESSIONS
+      const sessions = settings.workers * PIPELINE_DEPTH + MAIN_SESSIONS
 
       const findAll = (session: Handle, template: Array<{ type: number; value: number | boolean | Buffer }>): Array<Handle> => {
         pk.C_FindObjectsInit(session, template)
@@ -324,12 +325,12 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
           )
         }).pipe(Effect.catchAll((reason) => Effect.succeed(requests.map(() => Either.left(reason)))))
 
-      // A batch per thread at once: while the threads sign, the signatures they answered are
-      // made DER and their next batches gather.
+      // PIPELINE_DEPTH batches per thread at once: while a thread signs one, its next one waits
+      // in its queue, and the signatures answered are made DER and the next batches gather.
       const signInThread = yield* makeBatcher<SignRequest, Either.Either<Uint8Array, string>, never>({
         process: signOnThread,
         maxBatch: MAX_BATCH,
-        workers: settings.workers,
+        workers: settings.workers * PIPELINE_DEPTH,
         evenShares: true
       })
 
@@ -419,7 +420,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
           Effect.orElseSucceed(() => false)
         ),
         // enough signatures asked for at once to fill every thread's batch
-        parallelism: settings.workers * MAX_BATCH
+        parallelism: settings.workers * PIPELINE_DEPTH * MAX_BATCH
       })
     })
   )

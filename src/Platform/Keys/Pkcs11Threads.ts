@@ -14,7 +14,7 @@
  * the esbuild bundle and the single executable, none of which needs a second entry point.
  *
  * A thread that stops (it crashed, or it was stopped because the token did not answer in time)
- * fails the batch it held, and the next batch on its slot starts another; every thread is
+ * fails the batches it held, and the next batch on its slot starts another; every thread is
  * stopped when the scope closes, before the module is finalized.
  */
 import { Duration, Effect, type Scope } from "effect"
@@ -119,118 +119,172 @@ const outcomesOf = (count: number, answer: Answer): ReadonlyArray<SignOutcome> =
 /** Starts a thread running the program. */
 export const spawnSigningThread = (data: SigningThreadData): Worker => new Worker(PROGRAM, { eval: true, workerData: data })
 
-/** How long the scope's close (or a replacement) waits for a thread to stop: one stuck in the module stops only when it returns. */
+/** How long the scope's close waits for a thread to stop: one stuck in the module stops only when it returns. */
 const STOP_WAIT = Duration.seconds(2)
+
+/**
+ * Batches a thread holds at once. While it signs one, the next waits in its message queue, so
+ * the thread does not idle while the event loop turns the last answer into DER, resumes its
+ * requests and gathers the next batch (with one, a thread signed only ~60% of the time here).
+ */
+export const PIPELINE_DEPTH = 2
 
 const messageOf = (e: unknown): string => (e instanceof Error ? e.message : String(e))
 
 /**
- * The thread's next message, or its stop, or a failure after `timeoutMillis`, whichever comes
- * first (a thread that stopped emits no message, but its exit, or has threadId -1 already).
- * `post` runs once the listeners are on. The timer is node's: an Effect timeout forks a fiber
- * per batch, which cost more here (~60 µs) than SoftHSM's signature.
+ * The thread's first message, or its stop, or a failure after `timeoutMillis`, whichever comes
+ * first (a thread that stopped emits no message, but its exit).
  */
-const reply = <A>(worker: Worker, post: () => void, timeoutMillis: number): Effect.Effect<A, string> =>
-  Effect.async<A, string>((resume) => {
-    if (worker.threadId === -1) return resume(Effect.fail("the signing thread has stopped"))
+const firstMessage = (worker: Worker, timeoutMillis: number): Effect.Effect<unknown, string> =>
+  Effect.async<unknown, string>((resume) => {
     const off = () => {
       clearTimeout(timer)
       worker.off("message", onMessage)
       worker.off("error", onError)
       worker.off("exit", onExit)
     }
-    const end = (result: Effect.Effect<A, string>) => {
+    const end = (result: Effect.Effect<unknown, string>) => {
       off()
       resume(result)
     }
-    const onMessage = (answer: A) => end(Effect.succeed(answer))
+    const onMessage = (message: unknown) => end(Effect.succeed(message))
     const onError = (e: unknown) => end(Effect.fail(`the signing thread failed: ${messageOf(e)}`))
     const onExit = (code: number) => end(Effect.fail(`the signing thread stopped (exit code ${code})`))
     const timer = setTimeout(() => end(Effect.fail(`no answer within ${timeoutMillis} ms`)), timeoutMillis)
     worker.on("message", onMessage)
     worker.on("error", onError)
     worker.on("exit", onExit)
-    post()
     return Effect.sync(off)
   })
 
 export interface SigningThreads {
   /**
-   * Signs `items` with `session` on a free thread: an outcome per item; a failure when the
-   * thread stopped or did not answer within the timeout (it is then stopped, and the next
+   * Signs `items` with `session` on the least busy thread: an outcome per item; a failure when
+   * the thread stopped or did not answer within the timeout (it is then stopped, and the next
    * batch on its slot starts another).
    */
   readonly sign: (session: Uint8Array, items: ReadonlyArray<SignItem>) => Effect.Effect<ReadonlyArray<SignOutcome>, string>
 }
 
+/** A batch posted to a thread and not answered yet. */
+interface Posted {
+  readonly resume: (answer: Effect.Effect<Answer, string>) => void
+  readonly timer: ReturnType<typeof setTimeout>
+}
+
+/** A started thread and its batches not answered yet, oldest first: a thread answers in order. */
+interface Thread {
+  readonly worker: Worker
+  readonly posted: Array<Posted>
+}
+
 /** A place for a thread: empty until one is started, and again once it stopped or was given up. */
 interface Slot {
-  worker: Worker | undefined
+  thread: Thread | undefined
+  /** Batches given to the slot and not finished. */
+  load: number
+  /** Held while the slot's thread starts, so that two batches never start two. */
+  readonly starting: Effect.Semaphore
 }
 
 /**
  * `size` threads, started now (an addon that does not load in a thread fails here, at start,
- * not at the first signature); `sign` waits for a free one. The scope's close waits for the
- * batches under way and stops every thread.
+ * not at the first signature); `sign` waits while every thread holds PIPELINE_DEPTH batches.
+ * The scope's close waits for the batches under way and stops every thread.
  */
 export const makeSigningThreads = (options: {
   readonly data: SigningThreadData
   readonly size: number
-  /** How long a batch (or a thread's start) may take before its thread is given up. */
+  /** How long a batch (or a thread's start) may take, from its post, before its thread is given up. */
   readonly timeout: Duration.DurationInput
   readonly spawn?: ((data: SigningThreadData) => Worker) | undefined
 }): Effect.Effect<SigningThreads, string, Scope.Scope> =>
   Effect.gen(function*() {
     const spawn = options.spawn ?? spawnSigningThread
     const timeoutMillis = Duration.toMillis(options.timeout)
-    const slots: ReadonlyArray<Slot> = Array.from({ length: options.size }, () => ({ worker: undefined }))
-    const idle = [...slots]
-    const permits = yield* Effect.makeSemaphore(options.size)
+    const slots: ReadonlyArray<Slot> = yield* Effect.forEach(
+      Array.from({ length: options.size }),
+      () => Effect.map(Effect.makeSemaphore(1), (starting): Slot => ({ thread: undefined, load: 0, starting }))
+    )
+    const permits = yield* Effect.makeSemaphore(options.size * PIPELINE_DEPTH)
 
     const stop = (worker: Worker) => Effect.promise(() => worker.terminate()).pipe(Effect.timeout(STOP_WAIT), Effect.ignore)
 
-    /** The slot's thread, started (and awaited until it says it is ready) when it has none that runs. */
-    const running = (slot: Slot): Effect.Effect<Worker, string> =>
-      slot.worker !== undefined && slot.worker.threadId !== -1
-        ? Effect.succeed(slot.worker)
-        : Effect.suspend(() => {
-          const worker = spawn(options.data)
-          // An error the thread throws between batches has no other listener; the exit that follows is what counts.
-          worker.on("error", () => {})
-          return reply<unknown>(worker, () => {}, timeoutMillis).pipe(
-            Effect.filterOrFail((m) => m === "ready", () => "its first message was not \"ready\""),
-            Effect.mapError((reason) => `cannot start a PKCS#11 signing thread: ${reason}`),
-            Effect.tapBoth({ onFailure: () => stop(worker), onSuccess: () => Effect.sync(() => (slot.worker = worker)) }),
-            Effect.as(worker)
-          )
-        })
+    /** Fails the thread's batches not answered yet and empties its slot; the thread stops or has stopped. */
+    const giveUp = (slot: Slot, thread: Thread, reason: string) => {
+      if (slot.thread === thread) slot.thread = undefined
+      for (const p of thread.posted.splice(0)) {
+        clearTimeout(p.timer)
+        p.resume(Effect.fail(reason))
+      }
+    }
 
+    /** A thread's answers go to its batches in order; its error or exit fails those not answered. */
+    const listen = (slot: Slot, thread: Thread) => {
+      thread.worker.on("message", (answer: Answer) => {
+        const p = thread.posted.shift()
+        if (p === undefined) return
+        clearTimeout(p.timer)
+        p.resume(Effect.succeed(answer))
+      })
+      thread.worker.on("error", (e) => giveUp(slot, thread, `the signing thread failed: ${messageOf(e)}`))
+      thread.worker.on("exit", (code) => giveUp(slot, thread, `the signing thread stopped (exit code ${code})`))
+    }
+
+    /** The slot's thread, started (and awaited until it says it is ready) when it has none that runs. */
+    const running = (slot: Slot): Effect.Effect<Thread, string> =>
+      slot.starting.withPermits(1)(Effect.suspend(() => {
+        if (slot.thread !== undefined && slot.thread.worker.threadId !== -1) return Effect.succeed(slot.thread)
+        const worker = spawn(options.data)
+        // An error the thread throws between batches has no other listener; the exit that follows is what counts.
+        worker.on("error", () => {})
+        return firstMessage(worker, timeoutMillis).pipe(
+          Effect.filterOrFail((m) => m === "ready", () => "its first message was not \"ready\""),
+          Effect.mapError((reason) => `cannot start a PKCS#11 signing thread: ${reason}`),
+          Effect.tapError(() => stop(worker)),
+          Effect.map(() => {
+            const thread: Thread = { worker, posted: [] }
+            listen(slot, thread)
+            slot.thread = thread
+            return thread
+          })
+        )
+      }))
+
+    /** Posts the batch to the thread; its answer, or the failure that ends the thread. */
+    const post = (slot: Slot, thread: Thread, session: Uint8Array, items: ReadonlyArray<SignItem>) =>
+      Effect.async<Answer, string>((resume) => {
+        if (thread.worker.threadId === -1) return resume(Effect.fail("the signing thread has stopped"))
+        const timer = setTimeout(() => {
+          giveUp(slot, thread, `no answer within ${timeoutMillis} ms`)
+          void thread.worker.terminate()
+        }, timeoutMillis)
+        // in the list before the post: a thread that stops at the post fails it
+        thread.posted.push({ resume, timer })
+        const { batch, transfer } = batchOf(session, items)
+        thread.worker.postMessage(batch, [transfer])
+      })
+
+    /** The slot with the fewest batches, given one more until `use` ends. */
     const onSlot = <A>(use: (slot: Slot) => Effect.Effect<A, string>) =>
       permits.withPermits(1)(Effect.suspend(() => {
-        const slot = idle.pop()!
-        return Effect.ensuring(use(slot), Effect.sync(() => idle.push(slot)))
+        const slot = slots.reduce((least, s) => (s.load < least.load ? s : least))
+        slot.load++
+        return Effect.ensuring(use(slot), Effect.sync(() => slot.load--))
       }))
 
     yield* Effect.addFinalizer(() =>
-      permits.withPermits(options.size)(Effect.forEach(slots, (slot) => (slot.worker === undefined ? Effect.void : stop(slot.worker)), { discard: true }))
+      permits.withPermits(options.size * PIPELINE_DEPTH)(
+        Effect.forEach(slots, (slot) => (slot.thread === undefined ? Effect.void : stop(slot.thread.worker)), { discard: true })
+      )
     )
-    yield* Effect.forEach(slots, () => onSlot(running), { concurrency: "unbounded", discard: true })
+    yield* Effect.forEach(slots, running, { concurrency: "unbounded", discard: true })
 
     const sign = (session: Uint8Array, items: ReadonlyArray<SignItem>) =>
       onSlot((slot) =>
-        Effect.flatMap(running(slot), (worker) =>
-          reply<Answer>(worker, () => {
-            const { batch, transfer } = batchOf(session, items)
-            worker.postMessage(batch, [transfer])
-          }, timeoutMillis).pipe(
-            Effect.map((answer) => outcomesOf(items.length, answer)),
-            Effect.tapError(() =>
-              Effect.suspend(() => {
-                slot.worker = undefined
-                return stop(worker)
-              })
-            )
-          ))
+        Effect.flatMap(running(slot), (thread) => post(slot, thread, session, items)).pipe(
+          Effect.map((answer) => outcomesOf(items.length, answer))
+        )
       )
 
     return { sign }

@@ -119,7 +119,7 @@ const outcomesOf = (count: number, answer: Answer): ReadonlyArray<SignOutcome> =
 /** Starts a thread running the program. */
 export const spawnSigningThread = (data: SigningThreadData): Worker => new Worker(PROGRAM, { eval: true, workerData: data })
 
-/** How long the scope's close waits for a thread to stop: one stuck in the module stops only when it returns. */
+/** How long the scope's close (or a thread given up) waits for a thread to stop: one stuck in the module stops only when it returns. */
 const STOP_WAIT = Duration.seconds(2)
 
 /**
@@ -255,10 +255,8 @@ export const makeSigningThreads = (options: {
     const post = (slot: Slot, thread: Thread, session: Uint8Array, items: ReadonlyArray<SignItem>) =>
       Effect.async<Answer, string>((resume) => {
         if (thread.worker.threadId === -1) return resume(Effect.fail("the signing thread has stopped"))
-        const timer = setTimeout(() => {
-          giveUp(slot, thread, `no answer within ${timeoutMillis} ms`)
-          void thread.worker.terminate()
-        }, timeoutMillis)
+        // the batches' failure stops the thread (sign)
+        const timer = setTimeout(() => giveUp(slot, thread, `no answer within ${timeoutMillis} ms`), timeoutMillis)
         // in the list before the post: a thread that stops at the post fails it
         thread.posted.push({ resume, timer })
         const { batch, transfer } = batchOf(session, items)
@@ -282,9 +280,11 @@ export const makeSigningThreads = (options: {
 
     const sign = (session: Uint8Array, items: ReadonlyArray<SignItem>) =>
       onSlot((slot) =>
-        Effect.flatMap(running(slot), (thread) => post(slot, thread, session, items)).pipe(
-          Effect.map((answer) => outcomesOf(items.length, answer))
-        )
+        Effect.flatMap(running(slot), (thread) =>
+          post(slot, thread, session, items).pipe(
+            // the batch's session is free only once its thread has stopped (a reconnect may finalize the module)
+            Effect.tapError(() => stop(thread.worker))
+          )).pipe(Effect.map((answer) => outcomesOf(items.length, answer)))
       )
 
     return { sign }

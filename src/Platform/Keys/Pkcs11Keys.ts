@@ -8,15 +8,14 @@
  *
  * The module is loaded once; a connection is C_Initialize, the token's slot found by
  * label, a session per batch the signing threads may hold (PIPELINE_DEPTH per thread) and
- * MAIN_SESSIONS more opened and logged in with
- * the PIN of ATTESTD_PKCS11_PIN_FILE, and the keys' handles. A semaphore with a permit
- * per session hands out one session per operation. Signatures run in worker threads
- * (ATTESTD_PKCS11_WORKERS, Pkcs11Threads.ts), never on the event loop, since C_Sign waits
- * for the token: the signatures asked for in one turn of the event loop are shared among
- * the batches that may start (Batcher.ts), one message to a thread with a session and the
- * keys' handles; a thread signs its batch one after the other and answers the raw r‖s,
- * made low-S DER here. Finding and generating keys and the health check run on the main
- * thread.
+ * MAIN_SESSIONS more opened and logged in with the PIN of ATTESTD_PKCS11_PIN_FILE, and the
+ * keys' handles. A semaphore with a permit per session hands out one session per operation.
+ * Signatures run in worker threads (ATTESTD_PKCS11_WORKERS, Pkcs11Threads.ts), never on the
+ * event loop, since C_Sign waits for the token: the signatures asked for in one turn of the
+ * event loop are shared among the batches that may start (Batcher.ts), one message to a
+ * thread with a session and the keys' handles; a thread signs its batch one after the other
+ * and answers the raw r‖s, made low-S DER here. Finding and generating keys and the health
+ * check run on the main thread.
  *
  * A token error (or a signing thread that stops or does not answer) marks the connection
  * broken, and the next operation takes every permit, finalizes the module and connects
@@ -419,7 +418,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
           Effect.as(true),
           Effect.orElseSucceed(() => false)
         ),
-        // enough signatures asked for at once to fill every thread's batch
+        // enough signatures asked for at once to fill every batch the threads may hold
         parallelism: settings.workers * PIPELINE_DEPTH * MAX_BATCH
       })
     })

@@ -22,10 +22,9 @@ import { AuthenticationLive } from "./Auth/Http.js"
 import { Quota } from "./Auth/Quota.js"
 import { PublicLimit } from "./Auth/PublicLimit.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
-import { ApiErrorsLive, edge, edgeServices } from "./Server/Edge.js"
+import { ApiErrorsLive, makeEdge } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { NodeServerLive } from "./Server/Server.js"
-import { PreflightLive } from "./Http/Cors.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
@@ -186,8 +185,7 @@ export const HttpApiLive = Layer.mergeAll(
   HttpApiSwagger.layer({ path: "/docs" }),
   HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
   VerifierPageLive,
-  ApiErrorsLive,
-  PreflightLive
+  ApiErrorsLive
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
@@ -225,7 +223,8 @@ export const AppLive = (config: AppConfigShape, options: ServeOptions = {}) =>
 export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) => {
   const tracing = process.env.ATTESTD_TRACING === "1"
   const drainer = makeDrainer()
-  const http = DrainLive(drainer).pipe(Layer.provideMerge(HttpApiBuilder.serve(edge).pipe(
+  const api = Layer.unwrapEffect(Effect.map(makeEdge, (edge) => HttpApiBuilder.serve(edge)))
+  const http = DrainLive(drainer).pipe(Layer.provideMerge(api.pipe(
     Layer.provide(HttpApiLive),
     Layer.provide(DerivedListGatesLive),
     HttpServer.withLogAddress,
@@ -233,8 +232,7 @@ export const ServerLive = (config: AppConfigShape, options: ServeOptions = {}) =
       port: config.port,
       host: config.host,
       drainer,
-      limits: { server: config.server, trustProxy: config.trustProxy },
-      requestServices: edgeServices
+      limits: { server: config.server, trustProxy: config.trustProxy }
     }))
   )))
   // Tracing is opt-in (ATTESTD_TRACING=1): off, no request or SQL statement opens a span.

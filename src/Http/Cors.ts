@@ -7,16 +7,11 @@
  * If-Match and names the origin back. A preflight (OPTIONS) is always answered
  * 204; an origin it does not allow gets no Allow-Origin, so the browser stops.
  *
- * Two pieces. `corsHeadersFor` is the rule; the edge (Server/Edge.ts) applies it to every
- * response, those the HttpApi app writes and those it returns itself (its 401, 413, 429
- * refusals), with the route it has already matched. `PreflightLive`, an HttpApi-level
- * middleware, answers OPTIONS before the router would 404/405 it, so the 204 also gets
- * the edge's request id.
+ * `corsHeadersFor` is the rule; the edge (Server/Edge.ts) applies it to every response,
+ * those the HttpApi app writes and those it returns itself (its 401, 413, 429 refusals,
+ * and the 204 of a preflight, answered before the router would 404/405 it), with the
+ * route it has already matched.
  */
-import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
 
 const PUBLIC_METHODS = "GET, HEAD, POST"
 const ALL_METHODS = "GET, HEAD, POST, PUT, PATCH, DELETE"
@@ -66,8 +61,3 @@ export const corsHeadersFor = (
   if (request.keyed) return KEYED_STRANGER
   return request.preflight ? PUBLIC_PREFLIGHT : PUBLIC_ACTUAL
 }
-
-/** Inside the HttpApi app, before the router: OPTIONS is answered 204 (its CORS headers come from the edge). */
-export const PreflightLive = HttpApiBuilder.middleware((app) =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    request.method === "OPTIONS" ? Effect.succeed(HttpServerResponse.empty({ status: 204 })) : app))

@@ -291,25 +291,24 @@ const carriesBody = (method: string): boolean => method !== "GET" && method !== 
  * the scope, never gets a body read or validated. Succeeds with the refusal, if any.
  */
 export const admitRequest = (
-  config: AppConfigShape,
+  edge: EdgeServices,
   method: string,
   url: string,
   headers: EdgeHeaders,
   meta: RequestMetaShape,
-  match: RouteMatch | undefined,
-  gates: ReadonlyMap<string, BodyGate>
-): Effect.Effect<Errors.ApiError | undefined, never, PublicLimit | Authenticator> => {
+  match: RouteMatch | undefined
+): Effect.Effect<Errors.ApiError | undefined> => {
+  const { config, gates } = edge
   const afterPublicLimit = !urlHasNul(url) && checksBeforeBody(config, match, method, gates)
-    ? beforeBody(config, match!, headers, meta, gates).pipe(
+    ? beforeBody(edge, match!, headers, meta).pipe(
       Effect.flip,
       Effect.option,
       Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
     )
     : Effect.sync(() => refusalNow(config, method, url, headers, match))
   if (chargedPublicly(config, match, headers)) {
-    return Effect.flatMap(PublicLimit, (publicLimit) =>
-      Effect.flatMap(Effect.either(publicLimit.charge(meta)), (charged) =>
-        charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit))
+    return Effect.flatMap(Effect.either(edge.publicLimit.charge(meta)), (charged) =>
+      charged._tag === "Left" ? Effect.succeed(charged.left) : afterPublicLimit)
   }
   return afterPublicLimit
 }
@@ -378,22 +377,15 @@ const bodySizeError = (config: AppConfigShape, match: RouteMatch | undefined, he
     : undefined
 }
 
-const beforeBody = (
-  config: AppConfigShape,
-  match: RouteMatch,
-  headers: EdgeHeaders,
-  meta: RequestMetaShape,
-  gates: ReadonlyMap<string, BodyGate>
-) => {
-  const gate = gates.get(match.route.id)
+const beforeBody = (edge: EdgeServices, match: RouteMatch, headers: EdgeHeaders, meta: RequestMetaShape) => {
+  const gate = edge.gates.get(match.route.id)
   const gated = gate ? Effect.suspend(() => gate(match.params)) : Effect.void
-  if (!isKeyed(match.route, config)) return gated
+  if (!isKeyed(match.route, edge.config)) return gated
   const scopes = match.route.scopes
-  return Effect.flatMap(Authenticator, (auth) =>
-    Effect.flatMap(auth.authenticate(credentialFor(match.route, headers) ?? ""), (principal) => {
-      meta.principal = principal
-      return scopes ? Effect.zipRight(routeScopes(principal, scopes), gated) : gated
-    }))
+  return Effect.flatMap(edge.authenticator.authenticate(credentialFor(match.route, headers) ?? ""), (principal) => {
+    meta.principal = principal
+    return scopes ? Effect.zipRight(routeScopes(principal, scopes), gated) : gated
+  })
 }
 
 /**
@@ -537,14 +529,14 @@ const lingering = (incoming: IncomingMessage, response: HttpServerResponse.HttpS
   })
 }
 
-/**
- * What the edge reads from a request's fiber. A request's fiber starts
- * with these services (and the platform's, Server.ts), not the application's ~47:
- * every provide on the way copies the fiber's context, so a small one keeps that
- * cheap. HttpApi handlers get their services from their group's context, which
- * HttpApiBuilder merges in.
- */
-export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, BodyGates, RequestMetas)
+/** What the edge uses, read once as the server starts: no request's fiber looks a service up for it. */
+export interface EdgeServices {
+  readonly config: AppConfigShape
+  readonly metas: RequestMetas
+  readonly gates: ReadonlyMap<string, BodyGate>
+  readonly publicLimit: PublicLimit
+  readonly authenticator: Authenticator
+}
 
 /**
  * The server-level middleware given to HttpApiBuilder.serve. It reads the request's meta
@@ -554,24 +546,27 @@ export const edgeServices = Context.pick(AppConfig, PublicLimit, Authenticator, 
  * of its refs) and a copy of its context; providing none cut a trivial GET's and a
  * verify's instructions by 13% (docs/performance.md).
  */
-export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates> =>
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const requestMetas = yield* RequestMetas
-    const gates = yield* BodyGates
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const meta = requestMetas.of(request.source)
-    if (meta === undefined) return yield* Effect.dieMessage("a request reached the edge without passing the server's arrival (Server.ts)")
-    const match = matchRoute(ROUTES, request.method, meta.path)
-    meta.route = routeTemplate(ROUTES, request.method, meta.target, match)
-    const binary = carriesBinaryBody(request, match)
-    const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, config.scanMaxHashes) : undefined
-    meta.cors = corsOf(config, request, meta.path, match)
-    const asJson = asJsonBody(request, binary)
-    return yield* asJson === undefined
-      ? edgeFor(app, config, request, request, limit, binary, meta, match, gates)
-      : Effect.provideService(edgeFor(app, config, request, asJson, limit, binary, meta, match, gates), HttpServerRequest.HttpServerRequest, asJson)
-  })
+export const makeEdge: Effect.Effect<
+  (app: HttpApp.Default) => HttpApp.Default,
+  never,
+  AppConfig | PublicLimit | Authenticator | RequestMetas | BodyGates
+> = Effect.map(
+  Effect.all({ config: AppConfig, metas: RequestMetas, gates: BodyGates, publicLimit: PublicLimit, authenticator: Authenticator }),
+  (services: EdgeServices) => (app) =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const meta = services.metas.of(request.source)
+      if (meta === undefined) return Effect.dieMessage("a request reached the edge without passing the server's arrival (Server.ts)")
+      const match = matchRoute(ROUTES, request.method, meta.path)
+      meta.route = routeTemplate(ROUTES, request.method, meta.target, match)
+      const binary = carriesBinaryBody(request, match)
+      const limit = carriesBody(request.method) ? bodyLimitOf(match?.route.id, services.config.scanMaxHashes) : undefined
+      meta.cors = corsOf(services.config, request, meta.path, match)
+      const asJson = asJsonBody(request, binary)
+      return asJson === undefined
+        ? edgeFor(app, services, request, request, limit, binary, meta, match)
+        : Effect.provideService(edgeFor(app, services, request, asJson, limit, binary, meta, match), HttpServerRequest.HttpServerRequest, asJson)
+    })
+)
 
 /**
  * The edge's steps for `request` as received. `own`: the request in the fiber's context,
@@ -580,25 +575,27 @@ export const edge = (app: HttpApp.Default): HttpApp.Default<never, AppConfig | P
  * method that carries a body, held by the edge's checks (a declared size over it is
  * refused before the body is read, a body without one is measured), so the platform
  * reads without a limit of its own; `binary`: the body is bytes of a type its route
- * declares, left for the handler to read; `match`: the route it reaches.
+ * declares, left for the handler to read; `match`: the route it reaches. A preflight
+ * (OPTIONS) that passes is answered 204 here, with the edge's headers (its CORS ones among
+ * them), in place of the router's 404 or 405.
  */
 const edgeFor = (
   app: HttpApp.Default,
-  config: AppConfigShape,
+  services: EdgeServices,
   request: HttpServerRequest.HttpServerRequest,
   own: HttpServerRequest.HttpServerRequest,
   limit: number | undefined,
   binary: boolean,
   meta: RequestMetaShape,
-  match: RouteMatch | undefined,
-  gates: ReadonlyMap<string, BodyGate>
+  match: RouteMatch | undefined
 ) =>
   Effect.gen(function*() {
     const finish = (response: HttpServerResponse.HttpServerResponse) => withEdgeHeaders(meta, response)
+    const { config, gates } = services
 
     const refused = admittedAtOnce(config, request.method, request.headers, match, gates)
       ? responseOf(refusalNow(config, request.method, request.url, request.headers, match))
-      : yield* admitRequest(config, request.method, request.url, request.headers, meta, match, gates).pipe(
+      : yield* admitRequest(services, request.method, request.url, request.headers, meta, match).pipe(
         Effect.map(responseOf),
         Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, [], meta))
       )
@@ -621,6 +618,7 @@ const edgeFor = (
       const bad = bodyScanError(text.right)
       if (bad) return finish(errorResponse(bad))
     }
+    if (request.method === "OPTIONS") return finish(HttpServerResponse.empty({ status: 204 }))
     // The inner app writes the response itself, its headers added by edgeResponseHeaders.
     return yield* app.pipe(
       Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.map(failureResponse(cause, [], meta), finish))

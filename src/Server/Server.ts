@@ -39,16 +39,16 @@ export interface NodeServerOptions {
   readonly port: number
   readonly host: string
   readonly drainer: Drainer
-  /**
-   * The services a request's fiber on the HttpApi path starts with (besides the
-   * platform's), picked from the server layer's context; all of it when absent.
-   */
-  readonly requestServices?: ((context: Context.Context<never>) => Context.Context<never>) | undefined
   /** Timeouts and connection caps (Connections.ts); node's defaults when absent. */
   readonly limits?: { readonly server: ServerLimits; readonly trustProxy: TrustProxy } | undefined
 }
 
-/** The platform's services a response may need (files, etags), in every request's context. */
+/**
+ * The services a request's fiber starts with: the platform's that a response may need
+ * (files, etags). The edge reads its own once, as the server starts (Edge.ts makeEdge),
+ * and HttpApiBuilder gives each handler its group's; a small context keeps each copy of
+ * it on the way (every provide) cheap.
+ */
 const platformServices = Context.pick(HttpPlatform.HttpPlatform, Etag.Generator, FileSystem.FileSystem, Path.Path)
 
 /**
@@ -119,13 +119,9 @@ const make = (options: NodeServerOptions) =>
             HttpApp.currentPreResponseHandlers,
             Option.some(responseHeaders)
           )
-          const requestServices = options.requestServices
-          // The cast: serve is generic in the app's requirements, which the picked services
-          // must meet (the edge's, Edge.ts edgeServices); a missing one fails every request.
-          api = yield* (requestServices === undefined ? handler : Effect.mapInputContext(
-            handler as Effect.Effect<NodeHandler>,
-            (context: Context.Context<never>) => Context.merge(platformServices(context), requestServices(context))
-          ))
+          // The cast: serve is generic in the app's requirements, which the platform's
+          // services must meet; a missing one fails every request.
+          api = yield* Effect.mapInputContext(handler as Effect.Effect<NodeHandler>, (context: Context.Context<never>) => platformServices(context))
           yield* Effect.addFinalizer(() => Effect.sync(() => {
             api = undefined
           }))

@@ -18,6 +18,8 @@ interface Outcome {
   status?: number | undefined
   id?: string
   error?: string
+  /** When the error came. */
+  failedAt?: number
 }
 
 const post = (agent: Agent, port: number, key: string, hash: string, outcome: Outcome) =>
@@ -40,6 +42,7 @@ const post = (agent: Agent, port: number, key: string, hash: string, outcome: Ou
         })
         res.on("error", (e) => {
           outcome.error = String(e)
+          outcome.failedAt = performance.now()
           resolve()
         })
       }
@@ -48,6 +51,7 @@ const post = (agent: Agent, port: number, key: string, hash: string, outcome: Ou
     req.on("finish", () => (outcome.sentAt = performance.now()))
     req.on("error", (e) => {
       outcome.error = String(e)
+      outcome.failedAt = performance.now()
       resolve()
     })
     req.end(body)
@@ -99,7 +103,10 @@ for (const dialect of await dialects()) {
       const before = outcomes.filter((o) => o.sentAt !== undefined && o.sentAt < signalAt)
       const unanswered = before.filter((o) => o.error !== undefined || (o.status !== 200 && o.status !== 201) || o.id === undefined)
       console.log(`${dialect}: ${before.length - unanswered.length}/${before.length} requests sent before SIGTERM answered; exit ${exit === "timeout" ? exit : exit.code} after ${Math.round(exitedAt - signalAt)} ms`)
-      expect(unanswered.map((o) => o.error ?? o.status), server.output().slice(-3000)).toEqual([])
+      // On failure: when each was sent and failed (ms from the signal), and the server's lines but the access log's.
+      const timeline = unanswered.map((o) => `${o.error ?? o.status}: sent ${Math.round(o.sentAt! - signalAt)} ms, failed ${o.failedAt === undefined ? "-" : Math.round(o.failedAt - signalAt)} ms`)
+      const serverLines = server.output().split("\n").filter((l) => !l.includes('"message":"request"')).join("\n").slice(-3000)
+      expect(unanswered.map((o) => o.error ?? o.status), `${timeline.join("\n")}\n${serverLines}`).toEqual([])
       expect(before.length).toBeGreaterThan(50)
 
       const snap = await checkSealingInvariants(db.url)

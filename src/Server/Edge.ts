@@ -12,7 +12,7 @@ import * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Cause, Context, Effect, Either, Option, Predicate } from "effect"
+import { Cause, Effect, Either, Option, Predicate } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage } from "node:http"
 import { Readable } from "node:stream"
@@ -539,7 +539,8 @@ export interface EdgeServices {
 }
 
 /**
- * The server-level middleware given to HttpApiBuilder.serve. It reads the request's meta
+ * The server-level middleware given to HttpApiBuilder.serve, made once with the edge's
+ * services (EdgeServices) as the server layer is built. It reads the request's meta
  * kept as it arrived (`arrival`) and matches its route once for every check. The fiber's
  * context is provided anew only for a body whose declared type is not JSON (`asJsonBody`):
  * each provide is a FiberRef locally (about twenty steps of the fiber's loop, two copies

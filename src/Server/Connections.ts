@@ -89,9 +89,16 @@ const clientErrorAnswer = (code: string | undefined): readonly [number, string, 
  */
 export const answerClientErrors = (server: Server, onAnswer: (status: number) => void = () => {}) => {
   const answered = new WeakSet<Socket>()
+  // The response under way on each socket, until it is sent (what node's own handler checks):
+  // a request that cannot be read after an answered one on a keep-alive connection is answered
+  // as on a fresh one. Kept longer, it would also hold each connection's last request alive.
   const responses = new WeakMap<Socket, ServerResponse>()
   server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
-    responses.set(req.socket, res)
+    const socket = req.socket
+    responses.set(socket, res)
+    res.once("finish", () => {
+      if (responses.get(socket) === res) responses.delete(socket)
+    })
   })
   server.on("clientError", (error: Error & { readonly code?: string }, socket: Socket) => {
     // the parser may report again on data that follows: the first answer stands

@@ -414,6 +414,36 @@ for (const dialect of await dialects()) {
       expect(after.status).toBe(200)
     })
 
+    it("a request Node cannot read after an answered one on the same connection is answered too", async () => {
+      const port = Number(new URL(server.url).port)
+      const text = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect({ port, host: "127.0.0.1" })
+        const received: Array<Buffer> = []
+        let sentSecond = false
+        socket.on("data", (d) => {
+          received.push(d)
+          if (sentSecond) return
+          // once the first answer is whole (its headers and Content-Length bytes of body), the second request
+          const sofar = Buffer.concat(received)
+          const end = sofar.indexOf("\r\n\r\n")
+          const length = /content-length: (\d+)/i.exec(sofar.toString("latin1"))
+          if (end < 0 || length === null || sofar.length < end + 4 + Number(length[1])) return
+          sentSecond = true
+          socket.write("GET /v1/info HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n")
+        })
+        socket.on("error", reject)
+        socket.once("close", () => resolve(Buffer.concat(received).toString("utf8")))
+        socket.once("connect", () => socket.write("GET /v1/info HTTP/1.1\r\nHost: x\r\n\r\n"))
+      })
+      const second = text.indexOf("HTTP/1.1 ", 1)
+      expect(second).toBeGreaterThan(0)
+      expect(text.startsWith("HTTP/1.1 200 ")).toBe(true)
+      const answer = parseRaw(text.slice(second))
+      expect(answer.status).toBe(400)
+      expect(answer.body).toEqual({ error: true, code: "VALIDATION_ERROR", message: "malformed HTTP request", details: null })
+      expect(answer.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/)
+    })
+
     /** A request from another address (127.0.0.2), on a fresh connection. */
     const legit = (port: number, method: string, path: string, body: unknown, key?: string) =>
       new Promise<{ status: number; body: any }>((resolve, reject) => {

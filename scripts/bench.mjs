@@ -27,7 +27,9 @@
 // times its later ones (the JIT), and a busy machine makes fewer of them per second.
 // The server's CPU per request is read from /proc/<pid>/stat (Postgres's own CPU is not in it).
 // The bare server runs through the round: measured first (its row in the table), and again just
-// before each attestd scenario, whose ratio is taken to that measurement.
+// before each attestd scenario, whose ratio is taken to that measurement. Beside it runs the
+// platform's floor (`httpapi-server`): an HttpApi app of one endpoint answering the trivial GET's
+// document, measured after the bare GET: what the HttpApi stack costs before attestd's layers.
 // The table shows medians over the rounds; bench-results.json has every round.
 import autocannon from "autocannon"
 import Database from "better-sqlite3"
@@ -71,8 +73,12 @@ async function main() {
       console.log(`  ${store} ${scenario}: ${Math.round(result.rps)} req/s, ${Math.round(result.cpuUsPerRequest)} µs CPU/req${flag}`)
     }
     console.log(`round ${round} of ${config.rounds}`)
-    const inRound = async (bare) => {
-      if (bare !== undefined) for (const scenario of ["POST", "GET"]) record("bare", scenario, await load(bare, BARE[scenario], config))
+    const inRound = async (bare, floor) => {
+      if (bare !== undefined) {
+        for (const scenario of ["POST", "GET"]) record("bare", scenario, await load(bare, BARE[scenario], config))
+        const paired = await load(bare, BARE.GET, config)
+        record("HttpApi", "trivial-get", { ...(await load(floor, BARE.GET, config)), bareRps: paired.rps })
+      }
       for (const store of ["sqlite", "pg"].filter((s) => config.only.includes(s))) {
         await withAttestd(store, round, async (server, ctx) => {
           for (const scenario of config.scenarios) {
@@ -242,6 +248,39 @@ const bareServer = async (port) => {
   }).listen(port, "127.0.0.1")
 }
 
+/**
+ * The platform's floor for the trivial GET: an HttpApi app with one endpoint answering the same
+ * document's bytes, served by @effect/platform-node with tracing off, as attestd serves. Its
+ * ratio to the bare GET is what the HttpApi stack costs before any of attestd's own layers
+ * (edge, access log, metrics, headers, errors).
+ */
+const httpApiServer = async (port) => {
+  const [HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServerResponse, HttpMiddleware, NodeHttpServer, NodeRuntime, { Effect, Layer, Schema }] = await Promise.all([
+    import("@effect/platform/HttpApi"),
+    import("@effect/platform/HttpApiBuilder"),
+    import("@effect/platform/HttpApiEndpoint"),
+    import("@effect/platform/HttpApiGroup"),
+    import("@effect/platform/HttpServerResponse"),
+    import("@effect/platform/HttpMiddleware"),
+    import("@effect/platform-node/NodeHttpServer"),
+    import("@effect/platform-node/NodeRuntime"),
+    import("effect")
+  ])
+  const { testVectors } = await import(join(ROOT, "dist/Info/TestVectors.js"))
+  const document = new TextEncoder().encode(JSON.stringify(testVectors()))
+  const api = HttpApi.make("floor").add(
+    HttpApiGroup.make("info").add(HttpApiEndpoint.get("testVectors", "/test-vectors.json").addSuccess(Schema.Unknown))
+  ).prefix("/v1")
+  const info = HttpApiBuilder.group(api, "info", (handlers) =>
+    handlers.handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(document, { contentType: "application/json" }))))
+  const served = HttpMiddleware.withTracerDisabledWhen(HttpApiBuilder.serve(), () => true).pipe(
+    Layer.provide(HttpApiBuilder.api(api).pipe(Layer.provide(info))),
+    Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),
+    Layer.provide(Layer.setTracerEnabled(false))
+  )
+  NodeRuntime.runMain(Layer.launch(served))
+}
+
 /** `node args…` with its output in `logFile`; stop() ends it with SIGTERM and waits. */
 const startNode = (args, env, logFile) => {
   const out = openSync(logFile, "a")
@@ -269,15 +308,20 @@ const waitReady = async (proc, url, logFile) => {
 
 const withBareServer = async (use) => {
   const dir = mkdtempSync(join(tmpdir(), "attestd-bench-bare-"))
-  const port = await freePort()
-  const logFile = join(dir, "server.log")
-  const proc = startNode([fileURLToPath(import.meta.url), "bare-server", String(port)], process.env, logFile)
-  const server = { pid: proc.pid, url: `http://127.0.0.1:${port}` }
+  const started = []
+  const start = async (mode) => {
+    const port = await freePort()
+    const logFile = join(dir, `${mode}.log`)
+    const proc = startNode([fileURLToPath(import.meta.url), mode, String(port)], process.env, logFile)
+    started.push(proc)
+    const server = { pid: proc.pid, url: `http://127.0.0.1:${port}` }
+    await waitReady(proc, `${server.url}${BARE.GET.path}`, logFile)
+    return server
+  }
   try {
-    await waitReady(proc, `${server.url}/`, logFile)
-    await use(server)
+    await use(await start("bare-server"), await start("httpapi-server"))
   } finally {
-    await proc.stop()
+    for (const proc of started) await proc.stop()
     rmSync(dir, { recursive: true, force: true })
   }
 }
@@ -1013,6 +1057,8 @@ const printScale = (results, config) => {
 // Last, so that every constant above is initialised before main() reads it.
 if (process.argv[2] === "bare-server") {
   await bareServer(Number(process.argv[3]))
+} else if (process.argv[2] === "httpapi-server") {
+  await httpApiServer(Number(process.argv[3]))
 } else {
   await main()
 }

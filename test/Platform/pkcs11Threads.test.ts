@@ -59,7 +59,7 @@ describe("PKCS#11 signing threads: pipelining", () => {
   it("one thread holds PIPELINE_DEPTH batches at once, never more; each batch gets its own answer", async () => {
     const { seen, spawn, started } = watched(standIn(30))
     const answers = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const threads = yield* makeSigningThreads({ data: DATA, size: 1, timeout: "10 seconds", spawn })
+      const threads = yield* makeSigningThreads({ data: DATA, size: 1, timeout: "10 seconds", startTimeout: "10 seconds", spawn })
       return yield* Effect.forEach([1, 2, 3, 4, 5, 6], (b) => threads.sign(Uint8Array.of(9), items(b, b)), { concurrency: "unbounded" })
     })))
     expect(PIPELINE_DEPTH).toBe(2)
@@ -76,7 +76,7 @@ describe("PKCS#11 signing threads: pipelining", () => {
     let silent = true
     const { spawn, started } = watched((data) => standIn(silent ? -1 : 0)(data))
     const [first, after] = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const threads = yield* makeSigningThreads({ data: DATA, size: 1, timeout: "300 millis", spawn })
+      const threads = yield* makeSigningThreads({ data: DATA, size: 1, timeout: "300 millis", startTimeout: "10 seconds", spawn })
       const first = yield* Effect.forEach([1, 2], (b) => Effect.either(threads.sign(Uint8Array.of(9), items(b, 3))), { concurrency: "unbounded" })
       silent = false
       const after = yield* Effect.either(threads.sign(Uint8Array.of(9), items(7, 2)))
@@ -92,7 +92,7 @@ describe("PKCS#11 signing threads: pipelining", () => {
   it("the scope's close waits for the batches under way", async () => {
     const { spawn } = watched(standIn(100))
     const scope = Effect.runSync(Scope.make())
-    const threads = await Effect.runPromise(Scope.extend(makeSigningThreads({ data: DATA, size: 1, timeout: "10 seconds", spawn }), scope))
+    const threads = await Effect.runPromise(Scope.extend(makeSigningThreads({ data: DATA, size: 1, timeout: "10 seconds", startTimeout: "10 seconds", spawn }), scope))
     const under = Effect.runPromise(threads.sign(Uint8Array.of(9), items(4, 1)))
     await new Promise((resolve) => setTimeout(resolve, 20))
     await Effect.runPromise(Scope.close(scope, Exit.void))

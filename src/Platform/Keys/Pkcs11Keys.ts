@@ -293,7 +293,7 @@ export const layerPkcs11Keys = (settings: Pkcs11Settings, spawn?: (data: Signing
       )
       // The first connection is made now: a token that is not there, or a wrong PIN, stops the start.
       yield* Effect.mapError(ensureUp, (reason) => custodyError(`PKCS#11: ${where}: ${reason}`))
-      const threads = yield* makeSigningThreads({ data: { addon, module: settings.module }, size: settings.workers, timeout: BATCH_TIMEOUT, spawn }).pipe(
+      const threads = yield* makeSigningThreads({ data: { addon, module: settings.module }, size: settings.workers, timeout: BATCH_TIMEOUT, startTimeout: BATCH_TIMEOUT, spawn }).pipe(
         Effect.mapError(custodyError)
       )
 

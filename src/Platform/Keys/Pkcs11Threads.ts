@@ -195,13 +195,16 @@ interface Slot {
 export const makeSigningThreads = (options: {
   readonly data: SigningThreadData
   readonly size: number
-  /** How long a batch (or a thread's start) may take, from its post, before its thread is given up. */
+  /** How long a batch may take, from its post, before its thread is given up. */
   readonly timeout: Duration.DurationInput
+  /** How long a thread may take to say it is ready (loading the module and logging in) before it is given up. */
+  readonly startTimeout: Duration.DurationInput
   readonly spawn?: ((data: SigningThreadData) => Worker) | undefined
 }): Effect.Effect<SigningThreads, string, Scope.Scope> =>
   Effect.gen(function*() {
     const spawn = options.spawn ?? spawnSigningThread
     const timeoutMillis = Duration.toMillis(options.timeout)
+    const startMillis = Duration.toMillis(options.startTimeout)
     const slots: ReadonlyArray<Slot> = yield* Effect.forEach(
       Array.from({ length: options.size }),
       () => Effect.map(Effect.makeSemaphore(1), (starting): Slot => ({ thread: undefined, load: 0, starting }))
@@ -239,7 +242,7 @@ export const makeSigningThreads = (options: {
         // A thread whose start failed keeps no other listener (firstMessage's are off, listen's never
         // added): an error it throws must not become the process's; the exit that follows is what counts.
         worker.on("error", () => {})
-        return firstMessage(worker, timeoutMillis).pipe(
+        return firstMessage(worker, startMillis).pipe(
           Effect.filterOrFail((m) => m === "ready", () => "its first message was not \"ready\""),
           Effect.mapError((reason) => `cannot start a PKCS#11 signing thread: ${reason}`),
           Effect.tapError(() => stop(worker)),

@@ -70,7 +70,7 @@ const SETTINGS = {
   "shutdown-timeout": ["ATTESTD_SHUTDOWN_TIMEOUT", "how long a shutdown waits for requests in flight (default 10s)"],
   "request-timeout": ["ATTESTD_REQUEST_TIMEOUT", "longest time to receive a request (default 30s)"],
   "headers-timeout": ["ATTESTD_HEADERS_TIMEOUT", "longest time to receive a request's headers (default 10s)"],
-  "keep-alive-timeout": ["ATTESTD_KEEP_ALIVE_TIMEOUT", "idle keep-alive connection timeout (default 5s)"],
+  "keep-alive-timeout": ["ATTESTD_KEEP_ALIVE_TIMEOUT", "idle keep-alive connection timeout (default 65s)"],
   "max-connections": ["ATTESTD_MAX_CONNECTIONS", "open connections at most; 0 = no limit (default 4096)"],
   "max-connections-per-address": ["ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", "open connections per client address at most; 0 = no limit (default 256)"],
   timestamping: ["ATTESTD_TIMESTAMPING", "the RFC 3161 time-stamping authority, on or off (default on in demo, off in production)"],

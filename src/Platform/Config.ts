@@ -265,7 +265,11 @@ export interface ServerLimits {
   readonly requestTimeoutMs: number
   /** ATTESTD_HEADERS_TIMEOUT: the request headers must arrive within this. */
   readonly headersTimeoutMs: number
-  /** ATTESTD_KEEP_ALIVE_TIMEOUT: an idle keep-alive connection is closed after this. */
+  /**
+   * ATTESTD_KEEP_ALIVE_TIMEOUT: an idle keep-alive connection is closed after this. Longer than a
+   * load balancer's or a client pool's idle timeout (60 s is common), so that the server never
+   * closes a connection as its peer sends the next request on it (which the peer sees reset).
+   */
   readonly keepAliveTimeoutMs: number
   /** ATTESTD_MAX_CONNECTIONS: open connections in all; more are closed on accept (0: no cap). */
   readonly maxConnections: number
@@ -279,7 +283,7 @@ export interface ServerLimits {
 export const DEFAULT_SERVER_LIMITS: ServerLimits = {
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 10_000,
-  keepAliveTimeoutMs: 5_000,
+  keepAliveTimeoutMs: 65_000,
   maxConnections: 4096,
   maxConnectionsPerAddress: 256
 }
@@ -375,7 +379,7 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
   server: Config.all({
     requestTimeoutMs: Config.map(duration("ATTESTD_REQUEST_TIMEOUT", "30s"), Duration.toMillis),
     headersTimeoutMs: Config.map(duration("ATTESTD_HEADERS_TIMEOUT", "10s"), Duration.toMillis),
-    keepAliveTimeoutMs: Config.map(duration("ATTESTD_KEEP_ALIVE_TIMEOUT", "5s"), Duration.toMillis),
+    keepAliveTimeoutMs: Config.map(duration("ATTESTD_KEEP_ALIVE_TIMEOUT", "65s"), Duration.toMillis),
     maxConnections: count("ATTESTD_MAX_CONNECTIONS", DEFAULT_SERVER_LIMITS.maxConnections),
     maxConnectionsPerAddress: count("ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", DEFAULT_SERVER_LIMITS.maxConnectionsPerAddress)
   }),

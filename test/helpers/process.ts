@@ -471,9 +471,9 @@ const closedBeforeAnswer = (e: unknown): boolean =>
 /**
  * `fetch`, sent once more when the connection closed before an answer, as a production client
  * does for an idempotent request (RFC 9112 §9.3.1.1; attestd's client retries attests too).
- * A keep-alive connection idle for the server's timeout (5 s, of which the client is told) is
- * closed by the server just as a client whose timer ran late (a loaded test machine) sends on
- * it; no server can prevent that race.
+ * A keep-alive connection idle for the server's timeout (ATTESTD_KEEP_ALIVE_TIMEOUT, of which
+ * the client is told) can be closed by the server just as a client whose timer ran late (a
+ * loaded test machine) sends on it; no server can prevent that race, only make it rarer.
  */
 export const postIdempotent = async (url: string, init: RequestInit): Promise<Response> => {
   try {

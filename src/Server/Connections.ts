@@ -89,23 +89,23 @@ const clientErrorAnswer = (code: string | undefined): readonly [number, string, 
  */
 export const answerClientErrors = (server: Server, onAnswer: (status: number) => void = () => {}) => {
   const answered = new WeakSet<Socket>()
-  // The response under way on each socket, until it is sent (what node's own handler checks):
-  // a request that cannot be read after an answered one on a keep-alive connection is answered
-  // as on a fresh one. Kept longer, it would also hold each connection's last request alive.
+  // The newest response on each socket: an answer is under way while it has begun and is not
+  // yet sent (what node's own handler checks), so a request that cannot be read after an
+  // answered one on a keep-alive connection is answered as on a fresh one.
   const responses = new WeakMap<Socket, ServerResponse>()
   server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
-    const socket = req.socket
-    responses.set(socket, res)
-    res.once("finish", () => {
-      if (responses.get(socket) === res) responses.delete(socket)
-    })
+    responses.set(req.socket, res)
   })
+  const answerUnderWay = (socket: Socket): boolean => {
+    const res = responses.get(socket)
+    return res !== undefined && res.headersSent && !res.writableFinished
+  }
   server.on("clientError", (error: Error & { readonly code?: string }, socket: Socket) => {
     // the parser may report again on data that follows: the first answer stands
     if (answered.has(socket)) return
     answered.add(socket)
     // an answer already under way on this socket cannot be followed by another
-    if (error.code === "ECONNRESET" || !socket.writable || responses.get(socket)?.headersSent === true) {
+    if (error.code === "ECONNRESET" || !socket.writable || answerUnderWay(socket)) {
       socket.destroy()
       return
     }

@@ -19,12 +19,14 @@ import { KeyCacheLive } from "./Auth/KeyCache.js"
 import { Authenticator } from "./Auth/Authenticator.js"
 import { RequestMetas } from "./Auth/RequestMeta.js"
 import { AuthenticationLive } from "./Auth/Http.js"
+import { Authentication } from "./Auth/Api.js"
 import { Quota } from "./Auth/Quota.js"
 import { PublicLimit } from "./Auth/PublicLimit.js"
 import { RateLimiter } from "./Auth/RateLimiter.js"
 import { ApiErrorsLive, makeEdge } from "./Server/Edge.js"
 import { DrainLive, makeDrainer } from "./Server/Drain.js"
 import { NodeServerLive } from "./Server/Server.js"
+import { ownContext } from "./Server/GroupContext.js"
 import { HealthChecks } from "./Platform/HealthChecks.js"
 import { InfoLive } from "./Info/Http.js"
 import { SigningKeys } from "./Platform/SigningKeys.js"
@@ -54,9 +56,9 @@ import { BrandRepo } from "./Brand/Repo.js"
 import { Anchorer } from "./Anchoring/Anchorer.js"
 import { AnchorProofs } from "./Anchoring/Proofs.js"
 import { layerHttp as CalendarHttp, OtsCalendar } from "./Platform/Calendar/OtsCalendar.js"
-import { layerSimulatedChain } from "./Platform/Calendar/SimulatedChain.js"
+import { layerSimulatedChain, SimulatedChain } from "./Platform/Calendar/SimulatedChain.js"
 import { layerEsplora, layerNone as NoBitcoinSources, type BitcoinHeaderSources } from "./Platform/Bitcoin/HeaderSources.js"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Duration } from "effect"
 import { SealingRepo } from "./Sealing/Repo.js"
 import { Sealer } from "./Sealing/Sealer.js"
@@ -189,7 +191,25 @@ export const HttpApiLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(
     HttpApiBuilder.api(Api).pipe(
-      Layer.provide([AttestationsLive, VerificationLive, LookupLive, AttestationListLive, ProofsLive, AnchorsLive, SimulatedChainLive, ClaimsLive, TagsLive, ShareTokensLive, WebhooksLive, CensusLive, DerivedListsPublicLive, BrandLive, InfoLive, TimestampingLive]),
+      Layer.provide([
+        ownContext(AttestationsLive, Authentication, Attestor, Quota),
+        ownContext(VerificationLive, PublicReads, StatusReads, RequestMetas, PublicLimit, Authenticator),
+        ownContext(LookupLive, PublicReads),
+        ownContext(AttestationListLive, SqlClient.SqlClient, Authentication),
+        ownContext(ProofsLive, AttestationRepo, SealingRepo),
+        ownContext(AnchorsLive, AttestationRepo, OtsCalendar, AnchorProofs),
+        // optional (demo mode only): read with serviceOption, so not in the layer's type
+        ownContext(SimulatedChainLive, SimulatedChain),
+        ownContext(ClaimsLive, ShareTokenRepo, Authentication, AttestationRepo, RequestMetas, ClaimRepo),
+        ownContext(TagsLive, ShareTokenRepo, Authentication, AttestationRepo, RequestMetas, ClaimRepo, TagRepo),
+        ownContext(ShareTokensLive, ShareTokenRepo, Authentication, AttestationRepo, ClaimRepo),
+        ownContext(WebhooksLive, AppConfig, Authentication, WebhookRepo),
+        ownContext(CensusLive, AppConfig, Authentication, Signer, RateLimiter, CensusRepo),
+        ownContext(DerivedListsPublicLive, RequestMetas, RateLimiter, CensusRepo),
+        ownContext(BrandLive, BrandRepo),
+        ownContext(InfoLive, AppConfig, SigningKeys, Signer, HealthChecks, AttestationRepo, PublicReads, TsaClient, ClockDiscipline),
+        ownContext(TimestampingLive, AppConfig, AttestationRepo, Evidence, RequestMetas, Authenticator, Quota, TimestampRepo, TimestampAuthority),
+      ]),
       Layer.provide(AuthenticationLive)
     )
   )

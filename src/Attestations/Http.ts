@@ -80,11 +80,11 @@ export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handl
   Effect.gen(function*() {
     const attestor = yield* Attestor
     const quota = yield* Quota
+    // each handler's generator function made once (Effect.fnUntraced), not per request: edgeFor, Server/Edge.ts
     return handlers
       // A response of its own: the endpoint declares the same schema for 201 (created) and
       // 200 (existing), and HttpApi picks a success status by schema, not by value.
-      .handle("attest", ({ payload }) =>
-        Effect.gen(function*() {
+      .handle("attest", Effect.fnUntraced(function*({ payload }) {
           const key = yield* requireScope("attest")
           const clientEncrypted = payload.client_encrypted ?? false
           yield* checkExtraData(payload.extra_data, clientEncrypted)
@@ -98,8 +98,7 @@ export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handl
           })
           return yield* attestReply(result!)
         }))
-      .handle("attestBatch", ({ payload }) =>
-        Effect.gen(function*() {
+      .handle("attestBatch", Effect.fnUntraced(function*({ payload }) {
           const key = yield* requireAnyScope(["attest", "batch"])
           const clientEncrypted = payload.client_encrypted ?? false
           yield* checkExtraData(payload.extra_data, clientEncrypted)
@@ -134,17 +133,16 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
     const lookup = (hashes: ReadonlyArray<string>, keyId: string | undefined) =>
       readWithClaims(reads, hashes, keyId, (repo, part) => repo.findByHashes(part))
 
+    // each handler's generator function made once (Effect.fnUntraced), not per request: edgeFor, Server/Edge.ts
     return handlers
-      .handle("verify", ({ payload }) =>
-        Effect.gen(function*() {
+      .handle("verify", Effect.fnUntraced(function*({ payload }) {
           const request = yield* HttpServerRequest.HttpServerRequest
           const key = yield* auth.optionalKey(request.headers.authorization)
           const found = yield* statuses.status(payload.hash_hex, Option.getOrUndefined(key)?.id)
           if (found === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
           return verifyAnswer(payload.hash_hex, found.a, found.claim, yield* Clock.currentTimeMillis)
         }))
-      .handle("verifyBatch", ({ payload }) =>
-        Effect.gen(function*() {
+      .handle("verifyBatch", Effect.fnUntraced(function*({ payload }) {
           const request = yield* HttpServerRequest.HttpServerRequest
           const detailed = payload.detailed === true
           // The public limit counts hashes here: the edge counted the request as one.

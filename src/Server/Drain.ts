@@ -54,7 +54,7 @@ export interface InFlight<A> {
 
 export const makeInFlight = <A>(): InFlight<A> => {
   interface Entry {
-    readonly item: A
+    item: A | undefined
     index: number
   }
   const entries: Array<Entry> = []
@@ -70,10 +70,14 @@ export const makeInFlight = <A>(): InFlight<A> => {
           last.index = entry.index
         }
         entry.index = -1
+        // V8 may allocate these entries in the old generation (they often outlive a young
+        // collection); one that still held its response would keep the whole request alive
+        // there until a full collection
+        entry.item = undefined
       }
     },
     size: () => entries.length,
-    items: () => entries.map((e) => e.item)
+    items: () => entries.map((e) => e.item as A)
   }
 }
 

@@ -85,39 +85,39 @@ export const AttestationsLive = HttpApiBuilder.group(Api, "attestations", (handl
       // A response of its own: the endpoint declares the same schema for 201 (created) and
       // 200 (existing), and HttpApi picks a success status by schema, not by value.
       .handle("attest", Effect.fnUntraced(function*({ payload }) {
-          const key = yield* requireScope("attest")
-          const clientEncrypted = payload.client_encrypted ?? false
-          yield* checkExtraData(payload.extra_data, clientEncrypted)
-          yield* quota.consume(key, 1)
-          const [result] = yield* attestor.attest({
-            key,
-            hashes: [payload.hash_hex],
-            source: payload.source ?? null,
-            extraData: payload.extra_data ?? null,
-            clientEncrypted
-          })
-          return yield* attestReply(result!)
-        }))
+        const key = yield* requireScope("attest")
+        const clientEncrypted = payload.client_encrypted ?? false
+        yield* checkExtraData(payload.extra_data, clientEncrypted)
+        yield* quota.consume(key, 1)
+        const [result] = yield* attestor.attest({
+          key,
+          hashes: [payload.hash_hex],
+          source: payload.source ?? null,
+          extraData: payload.extra_data ?? null,
+          clientEncrypted
+        })
+        return yield* attestReply(result!)
+      }))
       .handle("attestBatch", Effect.fnUntraced(function*({ payload }) {
-          const key = yield* requireAnyScope(["attest", "batch"])
-          const clientEncrypted = payload.client_encrypted ?? false
-          yield* checkExtraData(payload.extra_data, clientEncrypted)
-          const hashes = [...new Set(payload.hashes)]
-          yield* quota.consume(key, hashes.length)
-          const results = yield* attestor.attest({
-            key,
-            hashes,
-            source: payload.source ?? null,
-            extraData: payload.extra_data ?? null,
-            clientEncrypted
-          })
-          const created = results.filter((r) => r.created).length
-          return ({
-            created,
-            existing: results.length - created,
-            attestations: results.map(itemOf)
-          })
-        }))
+        const key = yield* requireAnyScope(["attest", "batch"])
+        const clientEncrypted = payload.client_encrypted ?? false
+        yield* checkExtraData(payload.extra_data, clientEncrypted)
+        const hashes = [...new Set(payload.hashes)]
+        yield* quota.consume(key, hashes.length)
+        const results = yield* attestor.attest({
+          key,
+          hashes,
+          source: payload.source ?? null,
+          extraData: payload.extra_data ?? null,
+          clientEncrypted
+        })
+        const created = results.filter((r) => r.created).length
+        return ({
+          created,
+          existing: results.length - created,
+          attestations: results.map(itemOf)
+        })
+      }))
   }))
 
 export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handlers) =>
@@ -136,72 +136,72 @@ export const VerificationLive = HttpApiBuilder.group(Api, "verification", (handl
     // each handler's generator function made once (Effect.fnUntraced), not per request: edgeFor, Server/Edge.ts
     return handlers
       .handle("verify", Effect.fnUntraced(function*({ payload }) {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const key = yield* auth.optionalKey(request.headers.authorization)
-          const found = yield* statuses.status(payload.hash_hex, Option.getOrUndefined(key)?.id)
-          if (found === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
-          return verifyAnswer(payload.hash_hex, found.a, found.claim, yield* Clock.currentTimeMillis)
-        }))
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const key = yield* auth.optionalKey(request.headers.authorization)
+        const found = yield* statuses.status(payload.hash_hex, Option.getOrUndefined(key)?.id)
+        if (found === undefined) return verifyAnswer(payload.hash_hex, undefined, undefined, 0)
+        return verifyAnswer(payload.hash_hex, found.a, found.claim, yield* Clock.currentTimeMillis)
+      }))
       .handle("verifyBatch", Effect.fnUntraced(function*({ payload }) {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const detailed = payload.detailed === true
-          // The public limit counts hashes here: the edge counted the request as one.
-          yield* publicLimit.charge(yield* metas.current, payload.hashes.length - 1)
-          let key = yield* auth.optionalKey(request.headers.authorization)
-          if (detailed) {
-            const presented = bearerCredential(request.headers.authorization)
-            if (presented === undefined) {
-              return yield* new AuthError({ message: "detailed batch verify needs an API key" })
-            }
-            const principal = yield* auth.authenticate(presented)
-            if (principal._tag !== "ApiKey") return yield* new AuthError({ message: "detailed batch verify needs an API key" })
-            key = Option.some(principal.key)
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const detailed = payload.detailed === true
+        // The public limit counts hashes here: the edge counted the request as one.
+        yield* publicLimit.charge(yield* metas.current, payload.hashes.length - 1)
+        let key = yield* auth.optionalKey(request.headers.authorization)
+        if (detailed) {
+          const presented = bearerCredential(request.headers.authorization)
+          if (presented === undefined) {
+            return yield* new AuthError({ message: "detailed batch verify needs an API key" })
           }
-          const hashes = [...new Set(payload.hashes)]
-          const byHash = yield* lookup(hashes, Option.getOrUndefined(key)?.id)
-          const verifiedAt = formatMillis(yield* Clock.currentTimeMillis)
-          const showMetadata = Option.match(key, { onNone: () => false, onSome: (k) => hasScope(k, "metadata:read") })
-          const results = payload.hashes.map((hash) => {
-            const found = byHash.get(hash)
-            if (!found) return { exists: false, hash_hex: hash }
-            const { a, claim } = found
-            return {
-              exists: true,
-              hash_hex: a.hashHex,
-              id: a.id,
-              timestamp: a.registeredAt,
-              level: a.level,
-              verified_at: verifiedAt,
-              ...(claim ? { source: claim.source } : {}),
-              ...(detailed
-                ? {
-                  certification_level: a.level,
-                  t0_timestamp: a.registeredAt,
-                  t1_timestamp: a.t1At,
-                  t2_timestamp: a.t2At,
-                  ...(showMetadata
-                    ? {
-                      claim: claim
-                        ? {
-                          claim_id: claim.id,
-                          source: claim.source,
-                          extra_data: claim.extraData ?? null,
-                          client_encrypted: claim.clientEncrypted,
-                          etag: claim.etag
-                        }
-                        : null
-                    }
-                    : {})
-                }
-                : {})
-            }
-          })
-          return ({
-            found: results.filter((r) => r.exists).length,
-            count: results.length,
-            results
-          })
-        }))
+          const principal = yield* auth.authenticate(presented)
+          if (principal._tag !== "ApiKey") return yield* new AuthError({ message: "detailed batch verify needs an API key" })
+          key = Option.some(principal.key)
+        }
+        const hashes = [...new Set(payload.hashes)]
+        const byHash = yield* lookup(hashes, Option.getOrUndefined(key)?.id)
+        const verifiedAt = formatMillis(yield* Clock.currentTimeMillis)
+        const showMetadata = Option.match(key, { onNone: () => false, onSome: (k) => hasScope(k, "metadata:read") })
+        const results = payload.hashes.map((hash) => {
+          const found = byHash.get(hash)
+          if (!found) return { exists: false, hash_hex: hash }
+          const { a, claim } = found
+          return {
+            exists: true,
+            hash_hex: a.hashHex,
+            id: a.id,
+            timestamp: a.registeredAt,
+            level: a.level,
+            verified_at: verifiedAt,
+            ...(claim ? { source: claim.source } : {}),
+            ...(detailed
+              ? {
+                certification_level: a.level,
+                t0_timestamp: a.registeredAt,
+                t1_timestamp: a.t1At,
+                t2_timestamp: a.t2At,
+                ...(showMetadata
+                  ? {
+                    claim: claim
+                      ? {
+                        claim_id: claim.id,
+                        source: claim.source,
+                        extra_data: claim.extraData ?? null,
+                        client_encrypted: claim.clientEncrypted,
+                        etag: claim.etag
+                      }
+                      : null
+                  }
+                  : {})
+              }
+              : {})
+          }
+        })
+        return ({
+          found: results.filter((r) => r.exists).length,
+          count: results.length,
+          results
+        })
+      }))
   }))
 
 export const LookupLive = HttpApiBuilder.group(Api, "lookup", (handlers) =>

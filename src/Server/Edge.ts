@@ -593,37 +593,37 @@ const edgeFor = Effect.fnUntraced(function*(
   meta: RequestMetaShape,
   match: RouteMatch | undefined
 ) {
-    const finish = (response: HttpServerResponse.HttpServerResponse) => withEdgeHeaders(meta, response)
-    const { config, gates } = services
+  const finish = (response: HttpServerResponse.HttpServerResponse) => withEdgeHeaders(meta, response)
+  const { config, gates } = services
 
-    const refused = admittedAtOnce(config, request.method, request.headers, match, gates)
-      ? responseOf(refusalNow(config, request.method, request.url, request.headers, match))
-      : yield* admitRequest(services, request.method, request.url, request.headers, meta, match).pipe(
-        Effect.map(responseOf),
-        Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, [], meta))
-      )
-    const incoming = NodeHttpServerRequest.toIncomingMessage(request)
-    if (refused) return lingering(incoming, finish(refused))
-    if (limit !== undefined && request.headers["content-length"] === undefined) {
-      // The edge can run inside node's parsing of the request's first packet: let that
-      // parsing finish, so a body that came with the headers is complete when measured.
-      if (!incoming.complete) yield* Effect.yieldNow()
-      const fits = yield* Effect.either(unsizedBodyFits(incoming, limit))
-      if (fits._tag === "Left") return finish(errorResponse(fits.left))
-      if (!fits.right) return lingering(incoming, finish(errorResponse(bodyTooLarge(limit))))
-    }
-    if (limit !== undefined && !binary) {
-      // Read (and cache on this request) the body once, so every route refuses
-      // U+0000 and deep nesting the same way before its schema sees the value. The
-      // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.
-      const text = yield* own.text.pipe(Effect.mapError(() => INVALID_JSON()), Effect.either)
-      if (text._tag === "Left") return finish(errorResponse(text.left))
-      const bad = bodyScanError(text.right)
-      if (bad) return finish(errorResponse(bad))
-    }
-    if (request.method === "OPTIONS") return finish(HttpServerResponse.empty({ status: 204 }))
-    // The inner app writes the response itself, its headers added by edgeResponseHeaders.
-    return yield* app.pipe(
-      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.map(failureResponse(cause, [], meta), finish))
+  const refused = admittedAtOnce(config, request.method, request.headers, match, gates)
+    ? responseOf(refusalNow(config, request.method, request.url, request.headers, match))
+    : yield* admitRequest(services, request.method, request.url, request.headers, meta, match).pipe(
+      Effect.map(responseOf),
+      Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : failureResponse(cause, [], meta))
     )
-  })
+  const incoming = NodeHttpServerRequest.toIncomingMessage(request)
+  if (refused) return lingering(incoming, finish(refused))
+  if (limit !== undefined && request.headers["content-length"] === undefined) {
+    // The edge can run inside node's parsing of the request's first packet: let that
+    // parsing finish, so a body that came with the headers is complete when measured.
+    if (!incoming.complete) yield* Effect.yieldNow()
+    const fits = yield* Effect.either(unsizedBodyFits(incoming, limit))
+    if (fits._tag === "Left") return finish(errorResponse(fits.left))
+    if (!fits.right) return lingering(incoming, finish(errorResponse(bodyTooLarge(limit))))
+  }
+  if (limit !== undefined && !binary) {
+    // Read (and cache on this request) the body once, so every route refuses
+    // U+0000 and deep nesting the same way before its schema sees the value. The
+    // body fits the limit: its Content-Length was checked (admitRequest), or it was measured.
+    const text = yield* own.text.pipe(Effect.mapError(() => INVALID_JSON()), Effect.either)
+    if (text._tag === "Left") return finish(errorResponse(text.left))
+    const bad = bodyScanError(text.right)
+    if (bad) return finish(errorResponse(bad))
+  }
+  if (request.method === "OPTIONS") return finish(HttpServerResponse.empty({ status: 204 }))
+  // The inner app writes the response itself, its headers added by edgeResponseHeaders.
+  return yield* app.pipe(
+    Effect.catchAllCause((cause) => Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.map(failureResponse(cause, [], meta), finish))
+  )
+})

@@ -4,8 +4,7 @@
  * that context per request. Built in the application's context, a group's holds every
  * service of the application (some sixty); built by `ownContext`, only those it names.
  */
-import type { Context } from "effect"
-import { Context as C, Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 
 /** The services of `R` that `Tags` leave out, or never. */
 type Missing<R, Tags extends ReadonlyArray<Context.Tag<any, any>>> = Exclude<R, Context.Tag.Identifier<Tags[number]>>
@@ -21,7 +20,7 @@ export const ownContext = <A, E, R, const Tags extends ReadonlyArray<Context.Tag
   ...tags: Tags & ([Missing<R, Tags>] extends [never] ? unknown : { readonly missing: Missing<R, Tags> })
 ): Layer.Layer<A, E, R> => {
   // and the build's memo map, so that a layer provided inside the group's build is still built once
-  const pick = C.pick(Layer.CurrentMemoMap, ...tags)
+  const pick = Context.pick(Layer.CurrentMemoMap, ...tags)
   // locallyEffect's declared signature swaps the build effect's parameters: the function it
   // takes receives the layer's build (Effect<Context<A>, E, R>) and returns the same.
   const narrow = (build: Effect.Effect<Context.Context<A>, E, R>) => Effect.mapInputContext(build, (context: Context.Context<R>) => pick(context) as Context.Context<R>)

@@ -52,9 +52,12 @@ const statusOf = (a: Attestation) => ({
   ...legacyOf(a)
 })
 
+/** An attest item's JSON response, its encoder built once. */
+const attestItemJson = HttpServerResponse.schemaJson(AttestationItem)
+
 /** An attest's item, encoded by its schema, with the status the endpoint declares for it: 201 created, 200 existing. */
 const attestReply = (result: Attested) =>
-  Effect.orDie(HttpServerResponse.schemaJson(AttestationItem)(itemOf(result), { status: result.created ? 201 : 200 }))
+  Effect.orDie(attestItemJson(itemOf(result), { status: result.created ? 201 : 200 }))
 
 /**
  * The answer to a verify of `hashHex`: its attestation's status, and `source` when the

@@ -40,6 +40,9 @@ const duration = (name: string, fallback: string) =>
     })
   )
 
+/** A duration setting in milliseconds; unset, `fallbackMs` (the one place its default is stated). */
+const durationMs = (name: string, fallbackMs: number) => Config.map(duration(name, `${fallbackMs}ms`), Duration.toMillis)
+
 const durationList = (name: string, fallback: string) =>
   Config.string(name).pipe(
     Config.withDefault(fallback),
@@ -377,9 +380,9 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
     Config.map((n) => (n === 0 ? Option.none() : Option.some(n)))
   ),
   server: Config.all({
-    requestTimeoutMs: Config.map(duration("ATTESTD_REQUEST_TIMEOUT", "30s"), Duration.toMillis),
-    headersTimeoutMs: Config.map(duration("ATTESTD_HEADERS_TIMEOUT", "10s"), Duration.toMillis),
-    keepAliveTimeoutMs: Config.map(duration("ATTESTD_KEEP_ALIVE_TIMEOUT", "65s"), Duration.toMillis),
+    requestTimeoutMs: durationMs("ATTESTD_REQUEST_TIMEOUT", DEFAULT_SERVER_LIMITS.requestTimeoutMs),
+    headersTimeoutMs: durationMs("ATTESTD_HEADERS_TIMEOUT", DEFAULT_SERVER_LIMITS.headersTimeoutMs),
+    keepAliveTimeoutMs: durationMs("ATTESTD_KEEP_ALIVE_TIMEOUT", DEFAULT_SERVER_LIMITS.keepAliveTimeoutMs),
     maxConnections: count("ATTESTD_MAX_CONNECTIONS", DEFAULT_SERVER_LIMITS.maxConnections),
     maxConnectionsPerAddress: count("ATTESTD_MAX_CONNECTIONS_PER_ADDRESS", DEFAULT_SERVER_LIMITS.maxConnectionsPerAddress)
   }),

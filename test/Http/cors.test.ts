@@ -1,6 +1,6 @@
 /**
  * Cross-origin access (issue 42, finding 6). Public routes answer any origin with
- * `Access-Control-Allow-Origin: *` (the fast lane's POST /verify too) and their
+ * `Access-Control-Allow-Origin: *` (POST /verify with a body too) and their
  * preflight is answered 204 without allowing Authorization; authenticated routes
  * only for the origins in ATTESTD_CORS_ORIGINS, whose preflight allows Authorization
  * and names the origin back. Refusals by the edge (401) carry the headers as well.
@@ -29,7 +29,7 @@ describe("CORS (sqlite)", () => {
       headers: { origin, "access-control-request-method": method, "access-control-request-headers": headers }
     })
 
-  it("public routes: any origin gets *, on GET and on the fast lane's POST /verify; the preflight is 204 without Authorization", async () => {
+  it("public routes: any origin gets *, on GET and on POST /verify; the preflight is 204 without Authorization", async () => {
     const info = await fetch(`${server.url}/v1/info`, { headers: { origin: STRANGER } })
     expect(info.status).toBe(200)
     expect(info.headers.get("access-control-allow-origin")).toBe("*")

@@ -67,7 +67,7 @@ for (const dialect of await dialects()) {
       expectEnvelope(await client(server.url, key).post("/v1/attest", deep), 400, "VALIDATION_ERROR")
       const inExtra = `{"hash_hex":"${randomHash()}","extra_data":{"a":${"[".repeat(4100)}${"]".repeat(4100)}}}`
       expectEnvelope(await client(server.url, key).post("/v1/attest", inExtra), 400, "VALIDATION_ERROR")
-      // chunked (no Content-Length) takes the full stack, not the fast lane: same answer
+      // chunked (no Content-Length, measured as it arrives): same answer
       const chunked = await rawRequest(server.url, {
         method: "POST",
         path: "/v1/attest",

@@ -250,7 +250,7 @@ for (const dialect of await dialects()) {
       expect(tally(got)).toEqual({ 404: 15, 200: 15, 429: 10 })
     })
 
-    it("attest with an invalid key (fast lane) is 401 until the address is over its limit, then 429", async () => {
+    it("attest with an invalid key is 401 until the address is over its limit, then 429", async () => {
       const ip = address()
       for (const key of ["atk_x", "atk_test_" + "B".repeat(32)]) {
         const got = await statuses(20, () => client(server.url, key).post("/v1/attest", { hash_hex: randomHash() }, from(ip)))
@@ -276,7 +276,7 @@ for (const dialect of await dialects()) {
       expect((await api.post("/v1/attest", { hash_hex: randomHash() }, from(ip))).status).toBe(201)
     })
 
-    it("anonymous verify (fast lane) and lookups are limited, with X-RateLimit-* on every reply", async () => {
+    it("anonymous verify and lookups are limited, with X-RateLimit-* on every reply", async () => {
       const ip = address()
       const anon = client(server.url)
       const first = await anon.post("/v1/verify", { hash_hex: randomHash() }, from(ip))

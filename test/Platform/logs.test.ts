@@ -57,7 +57,7 @@ describe("logs of attestd serve (sqlite)", () => {
     })
     expect(res.status).toBe(201)
     const created = (await res.json()) as { id: string }
-    // The full stack too (not the fast lane): a keyed GET of the claim, and a failing request.
+    // Other routes too: a keyed GET of the claim, and a failing request.
     const get = await fetch(`${serve.url}/v1/attestation/${created.id}/metadata`, { headers: { authorization: `Bearer ${key}` } })
     expect(get.status).toBe(200)
     expect(JSON.stringify(await get.json())).toContain(secretExtra)

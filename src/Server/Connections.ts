@@ -91,7 +91,9 @@ export const answerClientErrors = (server: Server, onAnswer: (status: number) =>
   const answered = new WeakSet<Socket>()
   // The newest response on each socket: an answer is under way while it has begun and is not
   // yet sent (what node's own handler checks), so a request that cannot be read after an
-  // answered one on a keep-alive connection is answered as on a fresh one.
+  // answered one on a keep-alive connection is answered as on a fresh one. An idle connection
+  // keeps its last response (and request) until its next request or its end: one per open
+  // connection, in exchange for no listener per request.
   const responses = new WeakMap<Socket, ServerResponse>()
   server.prependListener("request", (req: IncomingMessage, res: ServerResponse) => {
     responses.set(req.socket, res)

@@ -109,7 +109,8 @@ describe("TsaClient (HTTP)", () => {
       const closedPort = "http://127.0.0.1:9/tsa"
       const r = yield* Effect.either(
         stampWith(
-          layerHttp({ urls: [bad.url, bad2.url, closedPort], trustAnchorsPem: bad.caPem, timeoutMs: 300 }),
+          // long enough that a starved worker still reads the 500 before the timer fires
+          layerHttp({ urls: [bad.url, bad2.url, closedPort], trustAnchorsPem: bad.caPem, timeoutMs: 1_000 }),
           digest32()
         ).pipe(Effect.provide(logs.layer))
       )

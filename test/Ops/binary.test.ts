@@ -105,7 +105,7 @@ describe("single executable", () => {
     expect(verified.code, verified.stdout + verified.stderr).toBe(0)
     expect(JSON.parse(verified.stdout)).toMatchObject({ ok: true, verdict: "verified", id, hash_hex: hash })
 
-    // concurrent attests, signed in one group commit, verify offline as the first did
+    // concurrent attests, signed together in group commits: the last of them verifies offline as the first did
     const later = await Promise.all(Array.from({ length: 20 }, async () => {
       const h = randomHex32()
       const res = await attest(h)

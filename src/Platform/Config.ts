@@ -2,7 +2,7 @@
  * Service configuration from the environment (CONTRACT.md §1). `attestd serve`
  * flags are folded in as a ConfigProvider in front of the environment.
  */
-import { Config, ConfigError, Context, Duration, Effect, Either, Layer, Option } from "effect"
+import { Config, ConfigError, ConfigProvider, Context, Duration, Effect, Either, Layer, Option } from "effect"
 import { parseTrustProxy, type TrustProxy } from "./ClientAddress.js"
 import { redactUrls } from "./RedactUrl.js"
 
@@ -473,46 +473,17 @@ export const appConfig: Config.Config<AppConfigShape> = Config.all({
 
 export class AppConfig extends Context.Tag("Platform/AppConfig")<AppConfig, AppConfigShape>() {
   static readonly layer = Layer.effect(AppConfig, appConfig)
+  /**
+   * A configuration for servers run in-process (the tests): every setting as `attestd serve` reads
+   * it from an empty environment, so each default is stated once (in `appConfig`), except an
+   * in-memory database, any free port, and no public limit (in-process test servers poll public
+   * routes; the tests of the limit set one). `overrides` win.
+   */
   static readonly make = (overrides: Partial<AppConfigShape> = {}): AppConfigShape => ({
+    ...Effect.runSync(Effect.withConfigProvider(appConfig, ConfigProvider.fromMap(new Map()))),
     port: 0,
-    host: "127.0.0.1",
     databaseUrl: "sqlite::memory:",
-    databaseReadUrl: Option.none(),
-    mode: "demo",
-    environment: "test",
-    tsaUrls: [],
-    tsaCaFile: Option.none(),
-    otsCalendars: [],
-    bitcoinSources: [],
-    sealInterval: Duration.seconds(60),
-    anchorInterval: Duration.hours(24),
-    otsUpgradeInterval: Duration.minutes(10),
-    webhookRetryDelays: [Duration.minutes(1), Duration.minutes(5), Duration.minutes(15)],
-    webhookPorts: [443],
-    dataDir: "./data",
-    demoConfirmDelay: Duration.seconds(60),
-    trustProxy: false,
-    // Off for in-process test servers, which poll public routes; the tests of the limit set it.
     publicRateLimit: Option.none(),
-    server: DEFAULT_SERVER_LIMITS,
-    scanMaxHashes: 50_000,
-    defaultRateLimit: 1000,
-    metricsPort: Option.none(),
-    corsOrigins: [],
-    signer: { _tag: "file", passphraseFile: Option.none() },
-    signingKeyPoll: SIGNING_KEY_POLL,
-    timestamping: {
-      enabled: true,
-      access: "public",
-      policy: DEMO_TSA_POLICY,
-      acceptedPolicies: [],
-      certChainFile: Option.none(),
-      clockToleranceMs: 1000,
-      ntpServers: [],
-      ntpInterval: Duration.seconds(64)
-    },
-    pgDirectUrl: Option.none(),
-    keyCacheTtl: Duration.seconds(2),
     ...overrides
   })
 }

@@ -447,20 +447,19 @@ const decodeToken = (token: Uint8Array): DecodedToken => {
   const policyBlock = (tstAsn as asn1js.Sequence).valueBlock.value[1]
   const policy = policyBlock instanceof asn1js.ObjectIdentifier ? oidToString(policyBlock) : tstInfo.policy
 
-  // certificates [0] IMPLICIT CertificateSet: take the original DER of each.
+  // certificates [0] IMPLICIT CertificateSet: each X.509 one with its original DER. SignedData's
+  // parse above made one entry per element, in order, a Certificate for each X.509 one: they are
+  // used as they are, not parsed a second time from their DER.
   const certificates: Array<{ cert: pkijs.Certificate; der: Uint8Array }> = []
   const sdItems = (contentInfo.content as asn1js.Sequence).valueBlock.value
   const certSet = sdItems.find((b) => b.idBlock.tagClass === 3 && b.idBlock.tagNumber === 0)
   if (certSet instanceof asn1js.Constructed) {
-    for (const item of certSet.valueBlock.value) {
-      if (item.idBlock.tagClass !== 1 || item.idBlock.tagNumber !== 16) continue // skip non-X.509 choices
-      const der = copyBytes(item.valueBeforeDecodeView)
-      try {
-        certificates.push({ cert: pkijs.Certificate.fromBER(der), der })
-      } catch (e) {
-        throw new TsaValidationError("token embeds a malformed certificate", { cause: e })
-      }
-    }
+    certSet.valueBlock.value.forEach((item, i) => {
+      if (item.idBlock.tagClass !== 1 || item.idBlock.tagNumber !== 16) return // skip non-X.509 choices
+      const cert = signedData.certificates?.[i]
+      if (!(cert instanceof pkijs.Certificate)) throw new TsaValidationError("token embeds a malformed certificate")
+      certificates.push({ cert, der: copyBytes(item.valueBeforeDecodeView) })
+    })
   }
   return { signedData, tstInfo, tstInfoDer, policy, certificates }
 }

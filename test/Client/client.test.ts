@@ -8,7 +8,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { gzipSync } from "node:zlib"
 import * as esbuild from "esbuild"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { AttestdError, createClient, hashBlob, hashString, hmacDigest } from "../../src/client.js"
@@ -29,9 +29,14 @@ describe("client helpers", () => {
     const big = new Uint8Array(3 * 1024 * 1024 + 7).map((_, i) => i % 251)
     const expected = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", big)), (b) => b.toString(16).padStart(2, "0")).join("")
     expect(await hashBlob(new Blob([big]))).toBe(expected)
-    const path = join(mkdtempSync(join(tmpdir(), "attestd-hash-")), "f.bin")
-    writeFileSync(path, big)
-    expect(await hashFile(path)).toBe(expected)
+    const dir = mkdtempSync(join(tmpdir(), "attestd-hash-"))
+    try {
+      const path = join(dir, "f.bin")
+      writeFileSync(path, big)
+      expect(await hashFile(path)).toBe(expected)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
 

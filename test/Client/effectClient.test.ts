@@ -5,14 +5,14 @@
  */
 import { execFile } from "node:child_process"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
-import { mkdtempSync, readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { promisify } from "node:util"
 import { gzipSync } from "node:zlib"
 import * as esbuild from "esbuild"
 import { Duration, Effect, Either } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import { AttestdClient, AuthError, HashHex, NotFound, ServiceUnavailable } from "../../src/client-effect.js"
 import { PACKAGE_VERSION } from "../../src/Domain/Version.js"
 import { deriveValues } from "../../src/client.js"
@@ -296,7 +296,9 @@ describe("client entry points load no server code", () => {
 
   it("a Node process importing attestd/client and attestd/client/effect resolves no server module", async () => {
     requireDist()
-    const log = join(mkdtempSync(join(tmpdir(), "attestd-modules-")), "resolved.txt")
+    const dir = mkdtempSync(join(tmpdir(), "attestd-modules-"))
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const log = join(dir, "resolved.txt")
     const hooks = `
       import { appendFileSync } from "node:fs"
       export async function resolve(specifier, context, next) {

@@ -28,8 +28,9 @@
 // The server's CPU per request is read from /proc/<pid>/stat (Postgres's own CPU is not in it).
 // The bare server runs through the round: measured first (its row in the table), and again just
 // before each attestd scenario, whose ratio is taken to that measurement. Beside it runs the
-// platform's floor (`httpapi-server`): an HttpApi app of one endpoint answering the trivial GET's
-// document, measured after the bare GET: what the HttpApi stack costs before attestd's layers.
+// platform's floors (`httpapi-server`): an HttpApi app whose GET endpoint answers the trivial GET's
+// document and whose POST endpoint decodes a verify's body and encodes the bare server's answer,
+// each measured after its bare run: what the HttpApi stack costs before attestd's layers.
 // The table shows medians over the rounds; bench-results.json has every round.
 import autocannon from "autocannon"
 import Database from "better-sqlite3"
@@ -78,6 +79,7 @@ async function main() {
         const measured = {}
         for (const scenario of ["POST", "GET"]) record("bare", scenario, measured[scenario] = await load(bare, BARE[scenario], config))
         record("HttpApi", "trivial-get", { ...(await load(floor, BARE.GET, config)), bareRps: measured.GET.rps })
+        record("HttpApi", "verify", { ...(await load(floor, BARE.POST, config)), bareRps: measured.POST.rps })
       }
       for (const store of ["sqlite", "pg"].filter((s) => config.only.includes(s))) {
         await withAttestd(store, round, async (server, ctx) => {
@@ -254,10 +256,11 @@ const bareServer = async (port) => {
 }
 
 /**
- * The platform's floor for the trivial GET: an HttpApi app with one endpoint answering the same
- * document's bytes, served by @effect/platform-node with tracing off, as attestd serves. Its
- * ratio to the bare GET is what the HttpApi stack costs before any of attestd's own layers
- * (edge, access log, metrics, headers, errors).
+ * The platform's floors, served by @effect/platform-node with tracing off, as attestd serves: for
+ * the trivial GET an endpoint answering the same document's bytes; for the JSON POSTs one that
+ * decodes the bare POST's body (`{ hash_hex }`) by its schema and encodes the bare server's answer.
+ * Their ratios to the bare runs are what the HttpApi stack costs before any of attestd's own
+ * layers (edge, access log, metrics, headers, errors) and work (keys, limits, SQL, signatures).
  */
 const httpApiServer = async (port) => {
   const [HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpServerResponse, HttpMiddleware, NodeHttpServer, NodeRuntime, { Effect, Layer, Schema }] = await Promise.all([
@@ -273,10 +276,18 @@ const httpApiServer = async (port) => {
   ])
   const document = await trivialGetDocument()
   const api = HttpApi.make("floor").add(
-    HttpApiGroup.make("info").add(HttpApiEndpoint.get("testVectors", "/test-vectors.json").addSuccess(Schema.Unknown))
+    HttpApiGroup.make("info")
+      .add(HttpApiEndpoint.get("testVectors", "/test-vectors.json").addSuccess(Schema.Unknown))
+      .add(
+        HttpApiEndpoint.post("verify", "/verify")
+          .setPayload(Schema.Struct({ hash_hex: Schema.String }))
+          .addSuccess(Schema.Struct({ exists: Schema.Boolean, hash_hex: Schema.String, level: Schema.String }))
+      )
   ).prefix("/v1")
   const info = HttpApiBuilder.group(api, "info", (handlers) =>
-    handlers.handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(document, { contentType: "application/json" }))))
+    handlers
+      .handle("testVectors", () => Effect.succeed(HttpServerResponse.uint8Array(document, { contentType: "application/json" })))
+      .handle("verify", ({ payload }) => Effect.succeed({ exists: true, hash_hex: payload.hash_hex, level: "T0" })))
   const served = HttpMiddleware.withTracerDisabledWhen(HttpApiBuilder.serve(), () => true).pipe(
     Layer.provide(HttpApiBuilder.api(api).pipe(Layer.provide(info))),
     Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })),

@@ -4,7 +4,7 @@
  * where WebCrypto is missing; the core's portability; and the CLI shell
  * (`attestd verify`, in-process: test/helpers/cli.ts) for its exit codes and `--server`.
  */
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
@@ -115,12 +115,6 @@ describe("attestd verify (the CLI shell over the core)", () => {
     tampered.t2.bitcoinBlockHeader = tampered.t2.bitcoinBlockHeader.slice(0, 80) + (tampered.t2.bitcoinBlockHeader[80] === "0" ? "1" : "0") + tampered.t2.bitcoinBlockHeader.slice(81)
     write("tampered.json", tampered)
     write("not-json.json", "{")
-    // scripts/bench/verify.mjs reads these
-    const keep = process.env.ATTESTD_KEEP_VERIFY_FIXTURES
-    if (keep !== undefined && keep !== "") {
-      mkdirSync(keep, { recursive: true })
-      for (const f of ["t2.json", "keys.json", "root.pem", "headers.json"]) copyFileSync(join(dir, f), join(keep, f))
-    }
   })
   afterAll(() => {
     if (dir) rmSync(dir, { recursive: true, force: true })

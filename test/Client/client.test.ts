@@ -7,7 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { gzipSync } from "node:zlib"
 import * as esbuild from "esbuild"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -30,13 +30,10 @@ describe("client helpers", () => {
     const expected = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", big)), (b) => b.toString(16).padStart(2, "0")).join("")
     expect(await hashBlob(new Blob([big]))).toBe(expected)
     const dir = mkdtempSync(join(tmpdir(), "attestd-hash-"))
-    try {
-      const path = join(dir, "f.bin")
-      writeFileSync(path, big)
-      expect(await hashFile(path)).toBe(expected)
-    } finally {
-      rmSync(dir, { recursive: true, force: true })
-    }
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }))
+    const path = join(dir, "f.bin")
+    writeFileSync(path, big)
+    expect(await hashFile(path)).toBe(expected)
   })
 })
 

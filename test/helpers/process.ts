@@ -10,7 +10,6 @@ import { type ChildProcess, execFile, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import { existsSync, readdirSync, statSync } from "node:fs"
 import { createRequire } from "node:module"
-import { createServer } from "node:net"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
@@ -95,17 +94,7 @@ export const randomHex32 = (): string => {
   return Buffer.from(bytes).toString("hex")
 }
 
-/** A TCP port that was free a moment ago. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolvePort, reject) => {
-    const srv = createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      srv.close(() => resolvePort(port))
-    })
-  })
+export { freePort } from "./ports.js"
 
 /** Polls `check` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
 export const waitFor = async <A>(

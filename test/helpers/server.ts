@@ -158,19 +158,7 @@ export const verifyWithJwk = async (
   return verify("sha256", Buffer.from(payload, "utf8"), { key, dsaEncoding: "der" }, Buffer.from(signatureB64, "base64"))
 }
 
-/** A TCP port that was free a moment ago (bind to 0, read, close). */
-export const freePort = async (): Promise<number> => {
-  const net = await import("node:net")
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer()
-    srv.once("error", reject)
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      srv.close(() => resolve(port))
-    })
-  })
-}
+export { freePort } from "./ports.js"
 
 /** A raw HTTP request through node:http (for bodies fetch cannot send: chunked, oversized, malformed). */
 export const rawRequest = async (

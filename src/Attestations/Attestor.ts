@@ -1,9 +1,9 @@
 /**
  * Creating attestations (T0): sign, insert-or-get by hash, and give the caller's
- * key its own claim. Concurrent requests are group-committed (Batcher) in one
- * transaction, opened only when the group has something to write (a re-attest of
- * what the keys hold is answered from two reads); a unique hash constraint plus
- * insert-or-get makes re-attesting idempotent even when many requests for one new
+ * key its own claim. Concurrent requests are group-committed (Batcher) in one atomic
+ * write (AttestationRepo.register), made only when the group has something to write (a
+ * re-attest of what the keys hold is answered from two reads); a unique hash constraint
+ * plus insert-or-get makes re-attesting idempotent even when many requests for one new
  * hash race, here or on another instance. A registration without a key (a token
  * granted by the public time-stamping authority) goes through the same groups and
  * makes no claim.
@@ -13,7 +13,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type * as SqlError from "@effect/sql/SqlError"
 import { Clock, Effect } from "effect"
 import type { ApiKey } from "../Auth/Domain.js"
-import { newAttestationId } from "../Domain/AttestationId.js"
+import { newAttestationIds } from "../Domain/AttestationId.js"
 import type { ServiceUnavailable } from "../Domain/Errors.js"
 import { FORMAT_VERSION, t0Payload } from "../Domain/T0.js"
 import { formatMicros, formatMillis } from "../Domain/Time.js"
@@ -21,7 +21,10 @@ import { makeBatcher } from "../Platform/Batcher.js"
 import { Signer } from "../Platform/Signer.js"
 import { retryingConflicts } from "../Platform/Sql.js"
 import type { Attestation, Claim } from "./Domain.js"
-import { AttestationRepo, claimRowOn, newEtag, type NewAttestationRow, type NewClaimRow } from "./Repo.js"
+import { AttestationRepo, type ClaimToMake, newEtags, type NewAttestationRow } from "./Repo.js"
+
+/** How many times a group writes what it still lacks (Attestor's group). */
+const MAX_PASSES = 5
 
 export interface AttestInput {
   readonly key: ApiKey
@@ -60,10 +63,16 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const sql = yield* SqlClient.SqlClient
     const isPg = sql.onDialectOrElse({ pg: () => true, orElse: () => false })
 
-    /** One group: read what exists, and write only what does not, in one transaction. */
+    /**
+     * One group: read what exists, and write only what does not (the attestations and the
+     * claims on them, in one atomic write). What another writer registered or claimed first
+     * meanwhile is read back, and a claim on a digest it registered is written in a second
+     * pass. Nothing leaves the registry, so two passes suffice unless a claim another writer
+     * made is deleted again at once; the passes are bounded all the same.
+     */
     const group = (inputs: ReadonlyArray<Submission>) =>
       Effect.gen(function*() {
-        // Sorted, so concurrent transactions on Postgres take unique-index locks in one order.
+        // Sorted, so concurrent writers on Postgres take unique-index locks in one order.
         const allHashes = [...new Set(inputs.flatMap((i) => i.hashes))].sort()
         const byHash = new Map<string, Attestation>()
         const claimsByKey = new Map<string, Map<number, Claim>>()
@@ -87,38 +96,34 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
           }
           return out
         }
-        const readClaims = Effect.suspend(() =>
-          Effect.forEach(unreadClaims(), ([keyId, seqs]) =>
-            Effect.map(repo.liveClaims(keyId, [...seqs]), (claims) => {
-              for (const c of claims) claimOf(keyId).set(c.attestationSeq, c)
-            }), { discard: true })
-        )
-        const remember = (attestations: ReadonlyArray<Attestation>) => {
-          for (const a of attestations) byHash.set(a.hashHex, a)
-        }
+        /** Reads the attestations of `hashes` the group does not know and the claims on them it does not hold. */
+        const read = (hashes: ReadonlyArray<string>) =>
+          Effect.gen(function*() {
+            for (const a of yield* repo.findByHashes(hashes.filter((h) => !byHash.has(h)))) byHash.set(a.hashHex, a)
+            yield* Effect.forEach(unreadClaims(), ([keyId, seqs]) =>
+              Effect.map(repo.liveClaims(keyId, [...seqs]), (claims) => {
+                for (const c of claims) claimOf(keyId).set(c.attestationSeq, c)
+              }), { discard: true })
+          })
 
-        remember(yield* repo.findByHashes(allHashes))
-        yield* readClaims
-        const toInsert = allHashes.filter((h) => !byHash.has(h))
+        yield* read(allHashes)
         const ours = new Set<string>()
-
-        if (toInsert.length > 0 || unreadClaims().size > 0) {
-          const rows = yield* newRows(toInsert)
-          for (const r of rows) ours.add(r.id)
-          yield* repo.withTransaction(Effect.gen(function*() {
-            if (rows.length > 0) {
-              const inserted = yield* repo.insertIfAbsent(rows)
-              if (inserted.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, inserted.length)
-              remember(inserted)
-              // Hashes another writer inserted first are not returned by the insert: read them.
-              remember(yield* repo.findByHashes(toInsert.filter((h) => !byHash.has(h))))
-            }
-            const claimRows = yield* claimsToMake(inputs, byHash, claimOf)
-            const made = yield* repo.insertClaimsIfAbsent(claimRows)
-            for (const c of made) claimOf(c.apiKeyId).set(c.attestationSeq, c)
-            // Claims another writer made live first are not returned by the insert: read those.
-            yield* readClaims
-          }))
+        for (let pass = 1;; pass++) {
+          const toInsert = allHashes.filter((h) => !byHash.has(h))
+          const claims = yield* claimsToMake(inputs, byHash, claimOf)
+          if (toInsert.length === 0 && claims.length === 0) break
+          if (pass > MAX_PASSES) {
+            return yield* Effect.dieMessage(`a group of attests still had ${toInsert.length} digest(s) and ${claims.length} claim(s) to write after ${MAX_PASSES} passes`)
+          }
+          const written = yield* repo.register(yield* newRows(toInsert), claims)
+          if (written.attestations.length > 0) Metrics.inc(Metrics.attestationsCreated, {}, written.attestations.length)
+          for (const a of written.attestations) {
+            ours.add(a.id)
+            byHash.set(a.hashHex, a)
+          }
+          for (const c of written.claims) claimOf(c.apiKeyId).set(c.attestationSeq, c)
+          // what another writer registered or claimed first: read it (no statement when there is none)
+          yield* read(toInsert)
         }
 
         const announced = new Set<string>()
@@ -136,9 +141,10 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     const newRows = (hashes: ReadonlyArray<string>) =>
       Effect.flatMap(Clock.currentTimeNanos, (nanos) => {
         const registeredAt = formatMicros(nanos / 1000n)
-        return Effect.forEach(hashes, (hash) =>
+        const ids = newAttestationIds(hashes.length)
+        return Effect.forEach(hashes, (hash, i) =>
           Effect.map(signer.sign(t0Payload(hash, registeredAt), registeredAt), (signed): NewAttestationRow => ({
-            id: newAttestationId(),
+            id: ids[i]!,
             hash_hex: hash,
             registered_at: registeredAt,
             signature: signed.signature,
@@ -147,7 +153,10 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
           })), { concurrency: signer.parallelism })
       })
 
-    /** Each key's claim to make, once, on each digest whose claim it does not hold, in (seq, key) order. */
+    /**
+     * Each key's claim to make, once, on each digest whose claim it does not hold: by its
+     * seq when the attestation exists, by its digest when the same write registers it.
+     */
     const claimsToMake = (
       inputs: ReadonlyArray<Submission>,
       byHash: ReadonlyMap<string, Attestation>,
@@ -155,29 +164,32 @@ export class Attestor extends Effect.Service<Attestor>()("Attestations/Attestor"
     ) =>
       Effect.map(Clock.currentTimeMillis, (millis) => {
         const now = formatMillis(millis)
-        const out: Array<NewClaimRow> = []
+        const toMake: Array<{ readonly input: Submission; readonly key: ApiKey; readonly hash: string; readonly seq: number | null }> = []
         const seen = new Set<string>()
         for (const input of inputs) {
           const key = input.key
           if (key === null) continue
           for (const hash of input.hashes) {
-            const seq = byHash.get(hash)!.seq
-            const k = `${key.id}\u0000${seq}`
-            if (claimOf(key.id).has(seq) || seen.has(k)) continue
+            const seq = byHash.get(hash)?.seq ?? null
+            const k = `${key.id}\u0000${hash}`
+            if ((seq !== null && claimOf(key.id).has(seq)) || seen.has(k)) continue
             seen.add(k)
-            out.push(claimRowOn({
-              api_key_id: key.id,
-              org_id: key.orgId,
-              source: input.source,
-              extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
-              client_encrypted: input.clientEncrypted,
-              etag: newEtag(),
-              created_at: now,
-              updated_at: now
-            }, seq))
+            toMake.push({ input, key, hash, seq })
           }
         }
-        return out.sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
+        const etags = newEtags(toMake.length)
+        return toMake.map(({ hash, input, key, seq }, i): ClaimToMake => ({
+          hash_hex: hash,
+          attestation_seq: seq,
+          api_key_id: key.id,
+          org_id: key.orgId,
+          source: input.source,
+          extra_data: input.extraData === null || input.extraData === undefined ? null : JSON.stringify(input.extraData),
+          client_encrypted: input.clientEncrypted,
+          etag: etags[i]!,
+          created_at: now,
+          updated_at: now
+        }))
       })
 
     const submit = yield* makeBatcher<Submission, ReadonlyArray<Committed>, SqlError.SqlError | ServiceUnavailable>({

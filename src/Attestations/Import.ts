@@ -18,7 +18,7 @@ import { Clock, Effect, Schema } from "effect"
 import type { KeyObject } from "node:crypto"
 import { accessSync, constants, createReadStream, statSync } from "node:fs"
 import { createInterface } from "node:readline"
-import { isLegacyId, newAttestationId } from "../Domain/AttestationId.js"
+import { isLegacyId, newAttestationIds } from "../Domain/AttestationId.js"
 import { base64ToBytes, bytesToBase64 } from "../Domain/Bytes.js"
 import { HASH_HEX_PATTERN } from "../Domain/HashHex.js"
 import { jwkThumbprint, normalizeLowS, type PublicJwk } from "../Domain/T0.js"
@@ -263,8 +263,10 @@ const storeChunk = (records: ReadonlyArray<ImportRecord>, now: string) =>
     }
     const inserted = new Set<string>()
     for (let i = 0; i < toInsert.length; i += 200) {
-      const part = toInsert.slice(i, i + 200).map((r) => ({
-        id: newAttestationId(),
+      const chunk = toInsert.slice(i, i + 200)
+      const ids = newAttestationIds(chunk.length)
+      const part = chunk.map((r, j) => ({
+        id: ids[j]!,
         hash_hex: r.hashHex,
         registered_at: r.registeredAt,
         signature: r.signature,

@@ -1,9 +1,10 @@
 /** SQL for attestations and claims, one definition for SQLite and Postgres. */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlError from "@effect/sql/SqlError"
 import { Effect, Schema } from "effect"
 import type { AttestationRef } from "../Domain/AttestationId.js"
-import { bytesToHex, randomBytes } from "../Domain/Bytes.js"
-import { decodeRows, DbInt } from "../Platform/Rows.js"
+import { bytesToHex, randomChunks } from "../Domain/Bytes.js"
+import { column, decodeRows, DbInt } from "../Platform/Rows.js"
 import {
   type Attestation,
   ATTESTATION_STATUS_COLUMNS,
@@ -23,8 +24,21 @@ const claimSourceRows = decodeRows(ClaimRow.pipe(Schema.pick("source")))
 const insertedAttestationKeys = decodeRows(AttestationRow.pipe(Schema.pick("seq", "id", "hashHex")))
 const insertedClaimKeys = decodeRows(ClaimRow.pipe(Schema.pick("id", "attestationSeq", "apiKeyId")))
 const levelCounts = decodeRows(Schema.Struct({ level: Level, n: DbInt }))
+/** The keys of what register's one statement wrote (Postgres), an attestation's or a claim's per row. */
+const writtenKeys = decodeRows(Schema.Union(
+  Schema.Struct({ kind: Schema.Literal("attestation"), ...AttestationRow.pick("seq", "id", "hashHex").fields }),
+  Schema.Struct({
+    kind: Schema.Literal("claim"),
+    attestationSeq: column("seq", DbInt),
+    id: DbInt,
+    apiKeyId: column("api_key_id", Schema.String)
+  })
+))
 
-export const newEtag = (): string => bytesToHex(randomBytes(12))
+/** `n` new ETags (12 random bytes each, hex), from one draw. */
+export const newEtags = (n: number): Array<string> => randomChunks(n, 12).map(bytesToHex)
+
+export const newEtag = (): string => newEtags(1)[0]!
 
 /** Rows to insert (type aliases, not interfaces: `sql.insert` takes records). */
 export type NewAttestationRow = {
@@ -46,6 +60,21 @@ export type NewClaimRow = {
   readonly etag: string
   readonly created_at: string
   readonly updated_at: string
+}
+
+/**
+ * A claim a group makes: on an attestation that exists (`attestation_seq`), or on the
+ * digest of one the same write registers (`attestation_seq` null, found by `hash_hex`).
+ */
+export type ClaimToMake = Omit<NewClaimRow, "attestation_seq"> & {
+  readonly hash_hex: string
+  readonly attestation_seq: number | null
+}
+
+/** What a group wrote: the attestations it registered and the claims it made (each as stored). */
+export interface Written {
+  readonly attestations: ReadonlyArray<Attestation>
+  readonly claims: ReadonlyArray<Claim>
 }
 
 /** The columns of `claim` on the attestation `seq`, its flag written as `encrypted`. */
@@ -178,6 +207,70 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
           }
         ))
 
+    /**
+     * Registers `rows` (digests that were new when read) and makes `claims`, atomically: what
+     * a group of attests writes. Returns what it wrote. A row another writer registered first
+     * is skipped, and so are the claims on it (the caller reads it and claims it again); a
+     * claim another writer made live first is skipped too. Claims are written in (seq, key)
+     * order, so concurrent writers take their unique-index locks in one order.
+     *
+     * On Postgres, one statement: a data-modifying WITH inserts the rows, then the claims
+     * joined to the rows it inserted, one round trip with no BEGIN or COMMIT (a group of
+     * attests took four more before: BEGIN, each insert, COMMIT, each waiting on a busy event
+     * loop). Each column goes as one array, so the statement's text is the same for any count.
+     * SQLite has no insert inside WITH: its two inserts run in one transaction.
+     */
+    const register = (rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<ClaimToMake>): Effect.Effect<Written, SqlError.SqlError> =>
+      isPg ? registerInOneStatement(rows, claims) : sql.withTransaction(Effect.gen(function*() {
+        const attestations = yield* insertIfAbsent(rows)
+        const seqOf = new Map<string, number>(attestations.map((a) => [a.hashHex, a.seq]))
+        const claimRows = claims.flatMap((c) => {
+          const seq = c.attestation_seq ?? seqOf.get(c.hash_hex)
+          return seq === undefined ? [] : [claimRowOn(c, seq)]
+        }).sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
+        return { attestations, claims: yield* insertClaimsIfAbsent(claimRows) }
+      }))
+
+    const registerInOneStatement = (rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<ClaimToMake>) => {
+      const col = <K extends keyof NewAttestationRow>(k: K) => rows.map((r) => r[k])
+      const claimCol = <K extends keyof ClaimToMake>(k: K) => claims.map((c) => c[k])
+      return Effect.map(
+        writtenKeys(sql`WITH registered AS (
+            INSERT INTO registry (id, hash_hex, registered_at, signature, signing_key_id, format_version)
+            SELECT * FROM unnest(${col("id")}::text[], ${col("hash_hex")}::text[], ${col("registered_at")}::text[],
+              ${col("signature")}::text[], ${col("signing_key_id")}::text[], ${col("format_version")}::text[])
+            ON CONFLICT (hash_hex) DO NOTHING
+            RETURNING seq, id, hash_hex
+          ), claimed AS (
+            INSERT INTO claims (attestation_seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+            SELECT COALESCE(c.seq, r.seq), c.api_key_id, c.org_id, c.source, c.extra_data, c.client_encrypted, c.etag, c.created_at, c.updated_at
+            FROM unnest(${claimCol("hash_hex")}::text[], ${claimCol("attestation_seq")}::bigint[], ${claimCol("api_key_id")}::text[],
+              ${claimCol("org_id")}::text[], ${claimCol("source")}::text[], ${claimCol("extra_data")}::text[],
+              ${claimCol("client_encrypted")}::boolean[], ${claimCol("etag")}::text[], ${claimCol("created_at")}::text[],
+              ${claimCol("updated_at")}::text[])
+              AS c (hash_hex, seq, api_key_id, org_id, source, extra_data, client_encrypted, etag, created_at, updated_at)
+            LEFT JOIN registered r ON c.seq IS NULL AND r.hash_hex = c.hash_hex
+            WHERE COALESCE(c.seq, r.seq) IS NOT NULL
+            ORDER BY 1, 2
+            ON CONFLICT (attestation_seq, api_key_id) WHERE deleted_at IS NULL DO NOTHING
+            RETURNING id, attestation_seq, api_key_id
+          )
+          SELECT 'attestation' AS kind, seq, id, hash_hex, NULL AS api_key_id FROM registered
+          UNION ALL
+          SELECT 'claim', attestation_seq, id::text, NULL, api_key_id FROM claimed`),
+        (keys): Written => {
+          const rowOf = new Map<string, NewAttestationRow>(rows.map((r) => [r.hash_hex, r]))
+          const attestations = keys.flatMap((k) => k.kind === "attestation" ? [insertedAttestation(rowOf.get(k.hashHex)!, k)] : [])
+          const seqOf = new Map<string, number>(attestations.map((a) => [a.hashHex, a.seq]))
+          const claimOf = new Map(claims.map((c) => [`${c.api_key_id}\u0000${c.attestation_seq ?? seqOf.get(c.hash_hex)}`, c]))
+          const made = keys.flatMap((k) =>
+            k.kind === "claim" ? [insertedClaim(claimOf.get(`${k.apiKeyId}\u0000${k.attestationSeq}`)!, k.attestationSeq, k.id)] : []
+          )
+          return { attestations, claims: made }
+        }
+      )
+    }
+
     /** Live claims of `keyId` on the given attestations. */
     const liveClaims = (keyId: string, seqs: ReadonlyArray<number>) =>
       inChunks(seqs, (part) =>
@@ -203,6 +296,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       findByRef,
       insertIfAbsent,
       insertClaimsIfAbsent,
+      register,
       liveClaims,
       countsByLevel,
       withTransaction: sql.withTransaction

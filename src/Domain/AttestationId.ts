@@ -6,12 +6,12 @@
  * walked by number (CONTRACT §2, spec §1.8).
  */
 import { Schema } from "effect"
-import { bytesToBase64Url, randomBytes } from "./Bytes.js"
+import { bytesToBase64Url, randomChunks } from "./Bytes.js"
 
 export const ATTESTATION_ID_PATTERN = /^att_[A-Za-z0-9_-]{24}$/
 
-/** WebCrypto randomness (Node 20 and browsers, pooled): Domain stays portable. */
-export const newAttestationId = (): string => "att_" + bytesToBase64Url(randomBytes(18))
+/** `n` new handles, from one draw of WebCrypto randomness (Node 20 and browsers): Domain stays portable. */
+export const newAttestationIds = (n: number): Array<string> => randomChunks(n, 18).map((bytes) => "att_" + bytesToBase64Url(bytes))
 
 export type AttestationRef =
   | { readonly _tag: "Id"; readonly id: string }

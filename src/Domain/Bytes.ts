@@ -74,5 +74,22 @@ export const base64ToBytes = (s: string): Uint8Array<ArrayBuffer> => {
   return out
 }
 
+/** WebCrypto fills at most this many bytes a call. */
+const RANDOM_CHUNK = 65_536
+
 /** `n` bytes from WebCrypto's CSPRNG. */
-export const randomBytes = (n: number): Uint8Array => globalThis.crypto.getRandomValues(new Uint8Array(n))
+export const randomBytes = (n: number): Uint8Array => {
+  const out = new Uint8Array(n)
+  for (let at = 0; at < n; at += RANDOM_CHUNK) globalThis.crypto.getRandomValues(out.subarray(at, at + RANDOM_CHUNK))
+  return out
+}
+
+/**
+ * `n` random values of `size` bytes each, from one draw: a call to the CSPRNG costs about
+ * as much as 18 bytes of its output, so a group of new attestations draws its ids (and
+ * its claims' ETags) at once.
+ */
+export const randomChunks = (n: number, size: number): Array<Uint8Array> => {
+  const bytes = randomBytes(n * size)
+  return Array.from({ length: n }, (_, i) => bytes.subarray(i * size, (i + 1) * size))
+}

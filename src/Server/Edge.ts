@@ -300,11 +300,10 @@ export const admitRequest = (
 ): Effect.Effect<Errors.ApiError | undefined> => {
   const { config, gates } = edge
   const afterPublicLimit = !urlHasNul(url) && checksBeforeBody(config, match, method, gates)
-    ? beforeBody(edge, match!, headers, meta).pipe(
-      Effect.flip,
-      Effect.option,
-      Effect.map((refused) => Option.isSome(refused) ? refused.value : bodyShapeError(config, match, method, headers))
-    )
+    ? Effect.match(beforeBody(edge, match!, headers, meta), {
+      onFailure: (refused): Errors.ApiError | undefined => refused,
+      onSuccess: () => bodyShapeError(config, match, method, headers)
+    })
     : Effect.sync(() => refusalNow(config, method, url, headers, match))
   if (chargedPublicly(config, match, headers)) {
     return Effect.flatMap(Effect.either(edge.publicLimit.charge(meta)), (charged) =>

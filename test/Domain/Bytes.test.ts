@@ -1,12 +1,11 @@
-/** The pooled random bytes behind attestation ids and etags. */
+/** The random bytes behind attestation ids and ETags (WebCrypto's CSPRNG, drawn per group). */
 import { describe, expect, it } from "vitest"
-import { bytesToHex, randomBytes } from "../../src/Domain/Bytes.js"
-import { newAttestationId } from "../../src/Domain/AttestationId.js"
+import { bytesToHex, randomBytes, randomChunks } from "../../src/Domain/Bytes.js"
+import { newAttestationIds } from "../../src/Domain/AttestationId.js"
 
-describe("randomBytes (pooled)", () => {
-  it("hands out the requested length, never the same bytes twice across pool refills", () => {
+describe("randomBytes", () => {
+  it("hands out the requested length, never the same bytes twice", () => {
     const seen = new Set<string>()
-    // 18 bytes × 1,000 is ~4.4 pools: the refills and the pool's tail are crossed
     for (let i = 0; i < 1_000; i++) {
       const b = randomBytes(18)
       expect(b).toHaveLength(18)
@@ -14,7 +13,7 @@ describe("randomBytes (pooled)", () => {
       expect(seen.has(hex)).toBe(false)
       seen.add(hex)
     }
-    expect(randomBytes(5_000)).toHaveLength(5_000)
+    expect(randomBytes(200_000)).toHaveLength(200_000)
     expect(randomBytes(0)).toHaveLength(0)
   })
 
@@ -36,9 +35,19 @@ describe("randomBytes (pooled)", () => {
     }
   })
 
-  it("attestation ids drawn from it are well formed and distinct", () => {
-    const ids = Array.from({ length: 500 }, newAttestationId)
+  it("attestation ids drawn from it are well formed and distinct, within one draw and across draws", () => {
+    const ids = [...newAttestationIds(500), ...Array.from({ length: 100 }, () => newAttestationIds(1)[0]!)]
     for (const id of ids) expect(id).toMatch(/^att_[A-Za-z0-9_-]{24}$/)
     expect(new Set(ids).size).toBe(ids.length)
+  })
+
+  it("draws more than WebCrypto fills in one call, every chunk of it random", () => {
+    // getRandomValues refuses more than 65,536 bytes; a group of large batches asks for more
+    const chunks = randomChunks(5_000, 18)
+    expect(chunks).toHaveLength(5_000)
+    for (const c of chunks) expect(c.length).toBe(18)
+    const tail = chunks.slice(-1_000).map((c) => bytesToHex(c))
+    expect(new Set(tail).size).toBe(1_000)
+    expect(tail.filter((h) => h === "00".repeat(18))).toEqual([])
   })
 })

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { AttestationRepo } from "../../src/Attestations/Repo.js"
 import { Attestor } from "../../src/Attestations/Attestor.js"
 import { ApiKeyRepo } from "../../src/Auth/ApiKeyRepo.js"
-import { newAttestationId } from "../../src/Domain/AttestationId.js"
+import { newAttestationIds } from "../../src/Domain/AttestationId.js"
 import { API_KEY_PATTERN, type ApiKey, hashSecret, type Scope } from "../../src/Auth/Domain.js"
 import { Quota } from "../../src/Auth/Quota.js"
 import { RateLimiter, SQL_LIMITER_FLUSH_MS } from "../../src/Auth/RateLimiter.js"
@@ -51,6 +51,16 @@ const notingRuntime = (db: TestDatabase) => {
 /** A statement's first three words; BEGIN and COMMIT (which the fiber path's spans on Postgres do not show) left out. */
 const statementHeads = (texts: ReadonlyArray<string>) =>
   texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" ")).filter((t) => t !== "BEGIN" && t !== "COMMIT")
+
+/** A registry row to insert, its signature made up (the repository does not check it). */
+const rowToInsert = (hash: string, i: number, kid: string) => ({
+  id: newAttestationIds(1)[0]!,
+  hash_hex: hash,
+  registered_at: "2026-11-30T01:00:00.000000+00:00",
+  signature: `sig-${i}`,
+  signing_key_id: kid,
+  format_version: "2.0.0"
+})
 
 const newKey = (overrides: Partial<{ scopes: ReadonlyArray<Scope> | null; monthlyQuota: number | null; orgId: string | null }> = {}) =>
   Effect.gen(function*() {
@@ -95,8 +105,12 @@ for (const dialect of await dialects()) {
     })
 
     describe("Attestor", () => {
-      /** A group's inserts into `table`: one multi-row statement, on both stores. */
-      const insertsOf = (table: string) => [`INSERT INTO ${table}`]
+      /**
+       * A group's write when it inserts into `tables` alone: on Postgres one statement (a
+       * data-modifying WITH), on SQLite one multi-row insert per table, in one transaction.
+       */
+      const groupWrite = (...tables: ReadonlyArray<string>) =>
+        dialect === "pg" ? ["WITH registered AS"] : tables.map((table) => `INSERT INTO ${table}`)
 
       it("creates a signed T0 attestation once; re-attesting returns it with the same claim", async () => {
         const { key } = await rt.runPromise(newKey())
@@ -140,7 +154,7 @@ for (const dialect of await dialects()) {
           texts.length = 0
           const theirs = await batch(other)
           expect(theirs.map((r) => [r.created, r.attestation.id, r.claim.apiKeyId])).toEqual(first.map((r) => [false, r.attestation.id, other.id]))
-          expect(statementHeads(writes())).toEqual(insertsOf("claims"))
+          expect(statementHeads(writes())).toEqual(groupWrite("claims"))
 
           // a claim the key gave up is made anew
           const sql = await rt.runPromise(SqlClient.SqlClient)
@@ -164,10 +178,8 @@ for (const dialect of await dialects()) {
           const results = await traced.runPromise(Effect.flatMap(Attestor, (a) =>
             a.attest({ key, hashes, source: "one", extraData: { n: 1 }, clientEncrypted: false })))
           expect(results.map((r) => r.created)).toEqual([true, true, true])
-          // the read, then one transaction: the attestations, then their claims (BEGIN and COMMIT have no span)
-          expect(texts.map((t) => t.trim().split(/\s+/).slice(0, 3).join(" "))).toEqual(
-            ["SELECT * FROM", "INSERT INTO registry", "INSERT INTO claims"]
-          )
+          // the read, then one write: the attestations, then their claims (BEGIN and COMMIT have no span)
+          expect(statementHeads(texts)).toEqual(["SELECT * FROM", ...groupWrite("registry", "claims")])
           const repo = await rt.runPromise(AttestationRepo)
           const stored = await rt.runPromise(repo.findByHashes(hashes))
           expect(new Map(stored.map((a) => [a.hashHex, a]))).toEqual(new Map(results.map((r) => [r.attestation.hashHex, r.attestation])))
@@ -209,7 +221,7 @@ for (const dialect of await dialects()) {
         const { key } = await rt.runPromise(newKey())
         const model = await rt.runPromise(attestOne(key, randomHash()))
         const hash = randomHash()
-        const theirs = newAttestationId()
+        const theirs = newAttestationIds(1)[0]!
         const writer = new pg.Client({ connectionString: db.url })
         const watcher = new pg.Client({ connectionString: db.url })
         await writer.connect()
@@ -330,14 +342,7 @@ for (const dialect of await dialects()) {
         const taken = randomHash()
         await rt.runPromise(attestOne(key, taken))
         const hashes = [...Array.from({ length: 450 }, randomHash), taken].sort()
-        const rows = hashes.map((hash, i) => ({
-          id: newAttestationId(),
-          hash_hex: hash,
-          registered_at: "2026-11-24T01:00:00.000000+00:00",
-          signature: `sig-${i}`,
-          signing_key_id: "kid-contract",
-          format_version: "2.0.0"
-        }))
+        const rows = hashes.map((hash, i) => rowToInsert(hash, i, "kid-contract"))
         const inserted = await rt.runPromise(repo.withTransaction(repo.insertIfAbsent(rows)))
         expect(inserted.map((a) => a.hashHex).sort()).toEqual(hashes.filter((h) => h !== taken))
         const stored = new Map((await rt.runPromise(repo.findByHashes(hashes))).map((a) => [a.hashHex, a]))
@@ -362,6 +367,54 @@ for (const dialect of await dialects()) {
         const storedClaims = new Map((await rt.runPromise(repo.liveClaims(key.id, seqs))).map((c) => [c.attestationSeq, c]))
         for (const c of insertedClaims) expect(c).toEqual(storedClaims.get(c.attestationSeq))
         expect(insertedClaims.some((c) => c.clientEncrypted) && insertedClaims.some((c) => c.extraData !== null)).toBe(true)
+      })
+
+      it("register writes rows and the claims on them and on existing ones at once, skipping what is taken", async () => {
+        const repo = await rt.runPromise(AttestationRepo)
+        const [{ key }, { key: other }] = await rt.runPromise(Effect.all([newKey({ orgId: "org_register" }), newKey()]))
+        const taken = await rt.runPromise(attestOne(other, randomHash())) // registered first by another writer
+        const held = await rt.runPromise(attestOne(key, randomHash())) // exists, and the key holds its claim
+        const bare = await rt.runPromise(attestOne(other, randomHash())) // exists, the key holds no claim on it
+        const fresh = Array.from({ length: 3 }, randomHash).sort()
+        const claim = (hash: string, seq: number | null, i: number, k = key) => ({
+          hash_hex: hash,
+          attestation_seq: seq,
+          api_key_id: k.id,
+          org_id: k.orgId,
+          source: i === 0 ? null : `source "${i}" \\ {x}`,
+          extra_data: i === 1 ? JSON.stringify({ i, nested: [true, null, "a,b"] }) : null,
+          client_encrypted: i === 2,
+          etag: `etag-${i}`,
+          created_at: "2026-11-30T01:00:00.000Z",
+          updated_at: "2026-11-30T01:00:00.000Z"
+        })
+        const claims = [
+          ...fresh.map((h, i) => claim(h, null, i)),
+          claim(fresh[0]!, null, 3, other),
+          claim(taken.attestation.hashHex, null, 4), // its row is not ours: no claim
+          claim(held.attestation.hashHex, held.attestation.seq, 5), // already live: skipped
+          claim(bare.attestation.hashHex, bare.attestation.seq, 6)
+        ]
+        const written = await rt.runPromise(repo.register([...fresh, taken.attestation.hashHex].map((h, i) => rowToInsert(h, i, "kid-register")), claims))
+
+        expect(written.attestations.map((a) => a.hashHex).sort()).toEqual(fresh)
+        const stored = new Map((await rt.runPromise(repo.findByHashes(fresh))).map((a) => [a.hashHex, a]))
+        for (const a of written.attestations) expect(a).toEqual(stored.get(a.hashHex))
+        const seqOf = new Map<string, number>(written.attestations.map((a) => [a.hashHex, a.seq]))
+        expect(written.claims.map((c) => [c.apiKeyId, c.attestationSeq, c.etag]).sort()).toEqual([
+          ...fresh.map((h, i) => [key.id, seqOf.get(h)!, `etag-${i}`]),
+          [other.id, seqOf.get(fresh[0]!)!, "etag-3"],
+          [key.id, bare.attestation.seq, "etag-6"]
+        ].sort())
+        const live = await rt.runPromise(repo.liveClaims(key.id, [...seqOf.values(), bare.attestation.seq, held.attestation.seq, taken.attestation.seq]))
+        expect(live.find((c) => c.attestationSeq === taken.attestation.seq)).toBeUndefined()
+        expect(live.find((c) => c.attestationSeq === held.attestation.seq)).toEqual(held.claim)
+        for (const c of written.claims.filter((c) => c.apiKeyId === key.id)) expect(c).toEqual(live.find((l) => l.attestationSeq === c.attestationSeq))
+        expect(written.claims.find((c) => c.etag === "etag-1")?.extraData).toEqual({ i: 1, nested: [true, null, "a,b"] })
+        expect(written.claims.find((c) => c.etag === "etag-2")?.clientEncrypted).toBe(true)
+        expect(written.claims.find((c) => c.etag === "etag-1")?.source).toBe('source "1" \\ {x}')
+        // nothing to write: nothing written
+        expect(await rt.runPromise(repo.register([], []))).toEqual({ attestations: [], claims: [] })
       })
 
       it("findByHashes returns only the attested ones (and handles many)", async () => {

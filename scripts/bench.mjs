@@ -370,17 +370,19 @@ const EXISTING = 100
  */
 const analyzingDuring = (databaseUrl) => async (load) => {
   let stopped = false
+  // settles with its error, if any, so a failed ANALYZE is thrown after the load, not unhandled
   const analyzing = (async () => {
     while (!stopped) {
       await pgQuery(databaseUrl, "ANALYZE registry, claims, pending_seals")
       await sleep(1000)
     }
-  })()
+  })().then(() => undefined, (error) => error)
   try {
     return await load
   } finally {
     stopped = true
-    await analyzing
+    const error = await analyzing
+    if (error !== undefined) throw error
   }
 }
 

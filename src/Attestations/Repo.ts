@@ -77,6 +77,12 @@ export interface Written {
   readonly claims: ReadonlyArray<Claim>
 }
 
+/** The seq each claim is made on: its own, or that of the attestation its digest got among `registered`. */
+const seqOfClaim = (registered: ReadonlyArray<Attestation>) => {
+  const seqOf = new Map<string, number>(registered.map((a) => [a.hashHex, a.seq]))
+  return (claim: ClaimToMake): number | undefined => claim.attestation_seq ?? seqOf.get(claim.hash_hex)
+}
+
 /** The columns of `claim` on the attestation `seq`, its flag written as `encrypted`. */
 const claimColumns = <B>(claim: Omit<NewClaimRow, "attestation_seq">, seq: number, encrypted: B) => ({
   attestation_seq: seq,
@@ -223,9 +229,9 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
     const register = (rows: ReadonlyArray<NewAttestationRow>, claims: ReadonlyArray<ClaimToMake>): Effect.Effect<Written, SqlError.SqlError> =>
       isPg ? registerInOneStatement(rows, claims) : sql.withTransaction(Effect.gen(function*() {
         const attestations = yield* insertIfAbsent(rows)
-        const seqOf = new Map<string, number>(attestations.map((a) => [a.hashHex, a.seq]))
+        const seqOf = seqOfClaim(attestations)
         const claimRows = claims.flatMap((c) => {
-          const seq = c.attestation_seq ?? seqOf.get(c.hash_hex)
+          const seq = seqOf(c)
           return seq === undefined ? [] : [claimRowOn(c, seq)]
         }).sort((a, b) => a.attestation_seq - b.attestation_seq || (a.api_key_id < b.api_key_id ? -1 : 1))
         return { attestations, claims: yield* insertClaimsIfAbsent(claimRows) }
@@ -261,8 +267,8 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
         (keys): Written => {
           const rowOf = new Map<string, NewAttestationRow>(rows.map((r) => [r.hash_hex, r]))
           const attestations = keys.flatMap((k) => k.kind === "attestation" ? [insertedAttestation(rowOf.get(k.hashHex)!, k)] : [])
-          const seqOf = new Map<string, number>(attestations.map((a) => [a.hashHex, a.seq]))
-          const claimOf = new Map(claims.map((c) => [`${c.api_key_id}\u0000${c.attestation_seq ?? seqOf.get(c.hash_hex)}`, c]))
+          const seqOf = seqOfClaim(attestations)
+          const claimOf = new Map(claims.map((c) => [`${c.api_key_id}\u0000${seqOf(c)}`, c]))
           const made = keys.flatMap((k) =>
             k.kind === "claim" ? [insertedClaim(claimOf.get(`${k.apiKeyId}\u0000${k.attestationSeq}`)!, k.attestationSeq, k.id)] : []
           )

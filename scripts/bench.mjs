@@ -25,7 +25,8 @@
 // scenarios, so an idle server's workers (the sealer) never run beside another one's load. The
 // warm-up is a count of requests, not seconds: a route's first thousand requests cost several
 // times its later ones (the JIT), and a busy machine makes fewer of them per second.
-// The server's CPU per request is read from /proc/<pid>/stat (Postgres's own CPU is not in it).
+// The server's CPU per request is read from /proc/<pid>/stat; on Postgres, the column beside it
+// is the local cluster's CPU per request (its processes named `postgres`), which shares the cores.
 // The bare server runs through the round: measured first (its row in the table), and again just
 // before each attestd scenario, whose ratio is taken to that measurement. Beside it runs the
 // platform's floors (`httpapi-server`): an HttpApi app whose GET endpoint answers the trivial GET's
@@ -38,7 +39,7 @@ import * as asn1js from "asn1js"
 import { randomBytes } from "node:crypto"
 import * as pkijs from "pkijs"
 import { execFile, execFileSync, spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -71,7 +72,8 @@ async function main() {
     const record = (store, scenario, result) => {
       runs.push({ store, scenario, ...result })
       const flag = result.non2xx + result.errors > 0 ? `  (${result.non2xx} non-2xx, ${result.errors} errors)` : ""
-      console.log(`  ${store} ${scenario}: ${Math.round(result.rps)} req/s, ${Math.round(result.cpuUsPerRequest)} µs CPU/req${flag}`)
+      const db = result.dbCpuUsPerRequest === undefined ? "" : `, Postgres ${Math.round(result.dbCpuUsPerRequest)} µs`
+      console.log(`  ${store} ${scenario}: ${Math.round(result.rps)} req/s, ${Math.round(result.cpuUsPerRequest)} µs CPU/req${db}${flag}`)
     }
     console.log(`round ${round} of ${config.rounds}`)
     const inRound = async (bare, floor) => {
@@ -200,25 +202,60 @@ const SCENARIOS = {
 
 const CLK_TCK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim())
 
-/** User plus system CPU of a process so far, in µs. */
-const cpuUs = (pid) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+/** User plus system CPU in µs of the process whose /proc/<pid>/stat is `stat`. */
+const cpuOfStat = (stat) => {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLK_TCK
+}
+
+/** User plus system CPU of a process so far, in µs. */
+const cpuUs = (pid) => cpuOfStat(readFileSync(`/proc/${pid}/stat`, "utf8"))
+
+/**
+ * User plus system CPU so far, in µs, by pid, of this machine's processes named `postgres`: the
+ * cluster's backends and its background writers (none when Postgres runs elsewhere). They share
+ * the two cores with attestd and the load generator, so they are part of what a scenario costs.
+ */
+const postgresCpu = () => {
+  const byPid = new Map()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^[0-9]+$/.test(entry)) continue
+    let stat
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+    } catch {
+      continue // it ended meanwhile
+    }
+    if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) === "postgres") byPid.set(entry, cpuOfStat(stat))
+  }
+  return byPid
+}
+
+/**
+ * The CPU Postgres's processes spent since `before` (postgresCpu): of those running now. A
+ * connection opened and closed meanwhile (the bench's own ANALYZE) is not counted.
+ */
+const postgresCpuSince = (before) => {
+  let spent = 0
+  for (const [pid, cpu] of postgresCpu()) spent += cpu - (before.get(pid) ?? 0)
+  return spent
 }
 
 const load = async (server, request, { connections, duration, warmup }) => {
   const run = (limit) => autocannon({ url: server.url, connections, requests: [request], ...limit })
   if (warmup > 0) await run({ amount: warmup })
   const cpuBefore = cpuUs(server.pid)
+  const dbBefore = server.postgres === true ? postgresCpu() : undefined
   const r = await run({ duration })
   const total = r.requests.total
+  const dbCpu = dbBefore === undefined ? 0 : postgresCpuSince(dbBefore)
   return {
     rps: total / r.duration,
     requests: total,
     p50Ms: r.latency.p50,
     p99Ms: r.latency.p99,
     cpuUsPerRequest: (cpuUs(server.pid) - cpuBefore) / Math.max(1, total),
+    dbCpuUsPerRequest: dbCpu > 0 ? dbCpu / Math.max(1, total) : undefined,
     non2xx: r.non2xx,
     errors: r.errors + r.timeouts
   }
@@ -417,7 +454,7 @@ const withAttestd = async (store, round, use, extraEnv = {}) => {
     const created = await cli(["keys", "create", "--label", "bench", "--scopes", "attest", "--rate-limit", "1000000000"], env)
     const key = JSON.parse(created.trim().split("\n").pop()).key
     proc = startNode([BIN, "serve"], env, logFile)
-    const server = { pid: proc.pid, url: `http://127.0.0.1:${port}` }
+    const server = { pid: proc.pid, url: `http://127.0.0.1:${port}`, postgres: store === "pg" }
     await waitReady(proc, `${server.url}/v1/healthz`, logFile)
     const existing = Array.from({ length: EXISTING }, randomHashHex)
     for (const hash of existing) {
@@ -593,15 +630,16 @@ const summarize = (rounds) => {
       const spec = SCENARIOS[run.scenario]
       // the baseline measured just before the scenario, else the round's first
       const bareRps = run.bareRps ?? (spec && runs.find((r) => r.store === "bare" && r.scenario === spec.baseline))?.rps
-      const row = rows.get(key) ?? { store: run.store, scenario: run.scenario, rps: [], cpu: [], ratios: [], failed: 0 }
+      const row = rows.get(key) ?? { store: run.store, scenario: run.scenario, rps: [], cpu: [], dbCpu: [], ratios: [], failed: 0 }
       row.rps.push(run.rps)
       row.cpu.push(run.cpuUsPerRequest)
+      if (run.dbCpuUsPerRequest !== undefined) row.dbCpu.push(run.dbCpuUsPerRequest)
       if (bareRps !== undefined) row.ratios.push(run.rps / bareRps)
       row.failed += run.non2xx + run.errors
       rows.set(key, row)
     }
   }
-  return [...rows.values()].map(({ cpu, ratios, rps, ...row }) => {
+  return [...rows.values()].map(({ cpu, dbCpu, ratios, rps, ...row }) => {
     const spec = SCENARIOS[row.scenario]
     const target = spec?.targets?.[row.store]
     const ratio = ratios.length > 0 ? median(ratios) : undefined
@@ -610,6 +648,7 @@ const summarize = (rounds) => {
       baseline: spec?.baseline,
       rps: median(rps),
       cpuUsPerRequest: median(cpu),
+      dbCpuUsPerRequest: dbCpu.length > 0 ? median(dbCpu) : undefined,
       ratio,
       ratios,
       target,
@@ -620,19 +659,20 @@ const summarize = (rounds) => {
 
 const printTable = (summary, { rounds, duration, connections }) => {
   console.log(`\nmedians of ${rounds} round(s), ${duration} s per scenario, ${connections} connections\n`)
-  const header = ["store", "scenario", "req/s", "× bare", "µs CPU/req", "target", "", "failed"]
+  const header = ["store", "scenario", "req/s", "× bare", "µs CPU/req", "Postgres µs", "target", "", "failed"]
   const lines = summary.map((r) => [
     r.store,
     r.scenario,
     Math.round(r.rps).toLocaleString("en-US"),
     r.ratio === undefined ? "" : `${r.ratio.toFixed(3)}× ${r.baseline}`,
     Math.round(r.cpuUsPerRequest).toString(),
+    r.dbCpuUsPerRequest === undefined ? "" : Math.round(r.dbCpuUsPerRequest).toString(),
     r.target === undefined ? "" : `≥ ${r.target}×`,
     r.met === undefined ? "" : r.met ? "met" : "MISSED",
     r.failed > 0 ? String(r.failed) : ""
   ])
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)))
-  const right = new Set([2, 4, 7])
+  const right = new Set([2, 4, 5, 8])
   for (const line of [header, ...lines]) {
     console.log(line.map((c, i) => (right.has(i) ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd())
   }

@@ -304,8 +304,7 @@ export class AttestationRepo extends Effect.Service<AttestationRepo>()("Attestat
       insertClaimsIfAbsent,
       register,
       liveClaims,
-      countsByLevel,
-      withTransaction: sql.withTransaction
+      countsByLevel
     }
   })
 }) {}

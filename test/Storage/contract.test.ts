@@ -338,12 +338,13 @@ for (const dialect of await dialects()) {
 
       it("the inserts return each row as the store holds it, skipping the ones already there (over a chunk's 400)", async () => {
         const repo = await rt.runPromise(AttestationRepo)
+        const sql = await rt.runPromise(SqlClient.SqlClient)
         const { key } = await rt.runPromise(newKey({ orgId: "org_contract" }))
         const taken = randomHash()
         await rt.runPromise(attestOne(key, taken))
         const hashes = [...Array.from({ length: 450 }, randomHash), taken].sort()
         const rows = hashes.map((hash, i) => rowToInsert(hash, i, "kid-contract"))
-        const inserted = await rt.runPromise(repo.withTransaction(repo.insertIfAbsent(rows)))
+        const inserted = await rt.runPromise(sql.withTransaction(repo.insertIfAbsent(rows)))
         expect(inserted.map((a) => a.hashHex).sort()).toEqual(hashes.filter((h) => h !== taken))
         const stored = new Map((await rt.runPromise(repo.findByHashes(hashes))).map((a) => [a.hashHex, a]))
         for (const a of inserted) expect(a).toEqual(stored.get(a.hashHex))
@@ -361,8 +362,8 @@ for (const dialect of await dialects()) {
           updated_at: "2026-11-24T01:00:00.000Z"
         }))
         const already = seqs.slice(0, 5)
-        await rt.runPromise(repo.withTransaction(repo.insertClaimsIfAbsent(claims.slice(0, 5))))
-        const insertedClaims = await rt.runPromise(repo.withTransaction(repo.insertClaimsIfAbsent(claims)))
+        await rt.runPromise(sql.withTransaction(repo.insertClaimsIfAbsent(claims.slice(0, 5))))
+        const insertedClaims = await rt.runPromise(sql.withTransaction(repo.insertClaimsIfAbsent(claims)))
         expect(insertedClaims.map((c) => c.attestationSeq).sort((a, b) => a - b)).toEqual(seqs.filter((s) => !already.includes(s)).sort((a, b) => a - b))
         const storedClaims = new Map((await rt.runPromise(repo.liveClaims(key.id, seqs))).map((c) => [c.attestationSeq, c]))
         for (const c of insertedClaims) expect(c).toEqual(storedClaims.get(c.attestationSeq))

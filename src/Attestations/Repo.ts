@@ -97,7 +97,7 @@ const claimColumns = <B>(claim: Omit<NewClaimRow, "attestation_seq">, seq: numbe
 })
 
 /** The row of `claim` on the attestation `seq` (claimColumns). */
-export const claimRowOn = (claim: Omit<NewClaimRow, "attestation_seq">, seq: number): NewClaimRow =>
+const claimRowOn = (claim: Omit<NewClaimRow, "attestation_seq">, seq: number): NewClaimRow =>
   claimColumns(claim, seq, claim.client_encrypted)
 
 /**

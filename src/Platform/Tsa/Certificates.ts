@@ -11,7 +11,7 @@ import { createHash, createPublicKey, type KeyObject, randomBytes, webcrypto } f
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
 import { jwkThumbprint } from "../../Domain/T0.js"
-import { checkSignerCertificateUsage, ensureCryptoEngine, OID, positiveIntegerBytes } from "./Rfc3161.js"
+import { checkSignerCertificateUsage, ensureCryptoEngine, OID, positiveInteger } from "./Rfc3161.js"
 
 type CryptoKey = webcrypto.CryptoKey
 
@@ -63,7 +63,7 @@ const makeCertificate = async (p: {
 }): Promise<{ readonly der: Uint8Array; readonly keyId: Uint8Array }> => {
   const cert = new pkijs.Certificate()
   cert.version = 2
-  cert.serialNumber = new asn1js.Integer({ valueHex: positiveIntegerBytes(new Uint8Array(randomBytes(16))) })
+  cert.serialNumber = positiveInteger(new Uint8Array(randomBytes(16)))
   cert.subject = p.subject
   cert.issuer = p.issuer
   const now = Date.now()

@@ -21,7 +21,7 @@ import * as pkijs from "pkijs"
 import { makePrivateDir } from "../PrivateFiles.js"
 import { newP256Key } from "../Keys/FileKeys.js"
 import { issueTsaChain, tsaCertificateProblem, webCryptoPublicKey } from "./Certificates.js"
-import { derToPem, ensureCryptoEngine, OID, pemToDers, positiveIntegerBytes } from "./Rfc3161.js"
+import { derToPem, ensureCryptoEngine, OID, pemToDers, positiveInteger } from "./Rfc3161.js"
 import {
   checkTimeStampRequest,
   isRefusal,
@@ -226,7 +226,7 @@ export const loadOrCreateDemoTsa = async (dataDir: string): Promise<DemoTsa> => 
         hashAlgorithm: new pkijs.AlgorithmIdentifier({ algorithmId: OID.sha256, algorithmParams: new asn1js.Null() }),
         hashedMessage: new asn1js.OctetString({ valueHex: new Uint8Array(digest) })
       }),
-      ...(nonce !== undefined ? { nonce: new asn1js.Integer({ valueHex: positiveIntegerBytes(nonce) }) } : {}),
+      ...(nonce !== undefined ? { nonce: positiveInteger(nonce) } : {}),
       includeCertificate: true
     })
   }

@@ -120,30 +120,13 @@ const copyBytes = (src: ArrayBuffer | ArrayBufferView): Uint8Array<ArrayBuffer> 
     ? new Uint8Array(src.slice(0))
     : Uint8Array.from(new Uint8Array(src.buffer, src.byteOffset, src.byteLength))
 
-/** Unsigned big-endian bytes → bigint. */
-const unsignedToBigInt = (bytes: Uint8Array): bigint => {
-  let v = 0n
-  for (const b of bytes) v = (v << 8n) | BigInt(b)
-  return v
-}
-
 /**
- * Minimal two's-complement encoding of the non-negative integer whose
- * unsigned big-endian representation is `bytes` (strips leading zeros, adds a
- * 0x00 byte when the high bit is set so the INTEGER stays positive).
+ * The INTEGER whose unsigned big-endian value is `bytes` (a serial, a nonce), in DER's
+ * minimal two's-complement form as asn1js encodes it: a leading 0x00 where the high bit
+ * is set, none redundant.
  */
-export const positiveIntegerBytes = (bytes: Uint8Array): Uint8Array => {
-  let start = 0
-  while (start < bytes.length - 1 && bytes[start] === 0) start++
-  const trimmed = bytes.subarray(start)
-  if (trimmed.length === 0) return new Uint8Array([0])
-  if ((trimmed[0]! & 0x80) !== 0) {
-    const out = new Uint8Array(trimmed.length + 1)
-    out.set(trimmed, 1)
-    return out
-  }
-  return new Uint8Array(trimmed)
-}
+export const positiveInteger = (bytes: Uint8Array): asn1js.Integer =>
+  asn1js.Integer.fromBigInt(BigInt(`0x${bytesToHex(bytes) || "0"}`))
 
 const HASHERS: Record<string, (data: Uint8Array) => Uint8Array> = { sha1, sha256, sha384, sha512 }
 
@@ -176,29 +159,16 @@ const parseExact = (der: Uint8Array, what: string): asn1js.AsnType => {
 }
 
 /**
- * Decode an OBJECT IDENTIFIER from its content octets. asn1js renders arcs
- * above 2^53 (e.g. the 2.25.<uuid> policy of the demo TSA) as "{hex}", so we
- * decode them ourselves with bigint.
+ * The dotted form of an OBJECT IDENTIFIER with every arc whole. asn1js parses the arcs but
+ * renders one above 2^53 (the 2.25.<uuid> policy of the demo TSA) as "{hex}"; such an arc
+ * is read here from the base-128 digits asn1js parsed (a first arc that large is 2.x).
  */
-export const oidToString = (oid: asn1js.ObjectIdentifier): string => {
-  const raw = oid.valueBeforeDecodeView.byteLength > 0 ? oid.valueBeforeDecodeView : new Uint8Array(oid.toBER())
-  // Skip the identifier octet (OID tags are single-byte) and the length octets.
-  const lenByte = raw[1] ?? 0
-  const content = raw.subarray(2 + (lenByte & 0x80 ? lenByte & 0x7f : 0))
-  if (content.byteLength === 0) return oid.valueBlock.toString()
-  const arcs: Array<bigint> = []
-  let acc = 0n
-  for (const b of content) {
-    acc = (acc << 7n) | BigInt(b & 0x7f)
-    if ((b & 0x80) === 0) {
-      arcs.push(acc)
-      acc = 0n
-    }
-  }
-  const first = arcs.shift() ?? 0n
-  const head = first < 40n ? [0n, first] : first < 80n ? [1n, first - 40n] : [2n, first - 80n]
-  return [...head, ...arcs].map((a) => a.toString()).join(".")
-}
+export const oidToString = (oid: asn1js.ObjectIdentifier): string =>
+  oid.valueBlock.value.map((sid) => {
+    if (!sid.isHexOnly) return sid.toString()
+    const value = sid.valueHexView.reduce((acc, digit) => acc * 128n + BigInt(digit), 0n)
+    return sid.isFirstSid ? `2.${value - 80n}` : value.toString()
+  }).join(".")
 
 const integerToDecimal = (int: asn1js.Integer): string => int.toBigInt().toString()
 
@@ -328,7 +298,7 @@ export const buildTimeStampRequest = (
       hashAlgorithm: sha256AlgorithmIdentifier(),
       hashedMessage: new asn1js.OctetString({ valueHex: new Uint8Array(digest) })
     }),
-    nonce: new asn1js.Integer({ valueHex: positiveIntegerBytes(n) }),
+    nonce: positiveInteger(n),
     certReq: true
   })
   return { der: new Uint8Array(req.toSchema().toBER()), nonce: n }
@@ -625,8 +595,6 @@ const checkEssSigningCertificate = (
   }
 }
 
-const bigIntOfSignedInteger = (int: asn1js.Integer): bigint => int.toBigInt()
-
 /**
  * Validate a TimeStampToken for `digest`. Throws TsaValidationError on any
  * failure; returns the parsed details on success.
@@ -668,7 +636,7 @@ const validate = async (token: Uint8Array, opts: ValidateOptions): Promise<Valid
 
   if (opts.nonce !== undefined) {
     if (!tstInfo.nonce) throw new TsaValidationError("token carries no nonce")
-    if (bigIntOfSignedInteger(tstInfo.nonce) !== unsignedToBigInt(opts.nonce)) {
+    if (tstInfo.nonce.toBigInt() !== positiveInteger(opts.nonce).toBigInt()) {
       throw new TsaValidationError("nonce does not match the request")
     }
   }

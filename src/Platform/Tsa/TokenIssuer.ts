@@ -11,7 +11,7 @@ import { createHash, randomBytes } from "node:crypto"
 import * as asn1js from "asn1js"
 import * as pkijs from "pkijs"
 import { bytesToHex } from "../../Domain/Bytes.js"
-import { FAIL_INFO_BITS, type FailInfo, OID, oidToString, positiveIntegerBytes } from "./Rfc3161.js"
+import { FAIL_INFO_BITS, type FailInfo, OID, oidToString, positiveInteger } from "./Rfc3161.js"
 
 /** Signature algorithms of SignerInfo, by the signing key's type. */
 export const SIGNATURE_OID = {
@@ -173,7 +173,7 @@ export const checkTimeStampRequest = (req: TimeStampRequestFields, policy: Issui
 /** 20 random bytes read as a positive integer (at most 160 bits): the token's serial, with its lowercase hex. */
 export const randomSerial = (): { readonly integer: Uint8Array; readonly hex: string } => {
   const bytes = new Uint8Array(randomBytes(20))
-  return { integer: positiveIntegerBytes(bytes), hex: serialHex(bytes) }
+  return { integer: positiveInteger(bytes).valueBlock.valueHexView.slice(), hex: serialHex(bytes) }
 }
 
 /** The lowercase hex of an unsigned big-endian integer, without leading zeros ("0" for zero). */
